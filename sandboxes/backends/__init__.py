@@ -1,0 +1,54 @@
+"""Backends host the in-sandbox runner: Docker containers or bubblewrap namespaces. See choose_backend()."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from .base import Backend, SandboxHandle, SandboxSpec
+
+__all__ = ["Backend", "SandboxHandle", "SandboxSpec", "choose_backend", "NoSandboxAvailable"]
+
+
+class NoSandboxAvailable(RuntimeError):
+    """Neither backend can run here. rewardbox never falls back to running code unsandboxed."""
+
+
+INSTALL_HINT = (
+    "rewardbox needs an isolation backend and found none.\n"
+    "  Docker:     apt-get install docker.io && dockerd &   (then: make image)\n"
+    "  Bubblewrap: apt-get install bubblewrap mmdebstrap    (then: make image)\n"
+    "Set REWARDBOX_BACKEND=docker|bubblewrap to choose one explicitly."
+)
+
+
+def docker_available() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=5)
+        client.ping()
+        client.close()
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "no engine answers"
+        return False
+
+
+def bubblewrap_available() -> bool:
+    return shutil.which("bwrap") is not None
+
+
+def choose_backend(name: str | None = None) -> Backend:
+    """docker | bubblewrap | auto (docker when an engine answers, else bubblewrap, else refuse)."""
+    name = (name or os.environ.get("REWARDBOX_BACKEND") or "auto").lower()
+    if name in ("docker", "auto") and (name == "docker" or docker_available()):
+        from .docker_backend import DockerBackend
+
+        return DockerBackend()
+    if name in ("bubblewrap", "bwrap", "auto") and bubblewrap_available():
+        from .bwrap_backend import BubblewrapBackend
+
+        return BubblewrapBackend()
+    if name not in ("docker", "bubblewrap", "bwrap", "auto"):
+        raise NoSandboxAvailable(f"unknown backend {name!r}; use docker, bubblewrap or auto")
+    raise NoSandboxAvailable(INSTALL_HINT)

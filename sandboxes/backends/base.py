@@ -1,0 +1,66 @@
+"""What every backend provides: start a sandbox running the runner, tell whether it died of OOM, destroy it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+RUNNER_DIR = Path(__file__).resolve().parent.parent / "inside"
+LABEL = "rewardbox.sandbox"
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """Limits of a whole sandbox (the runner's per-job rlimits sit inside these)."""
+
+    memory_mb: int = 1536  # whole sandbox, memory = memory+swap; jobs are OOM-killed first
+    cpus: float = 1.0  # CPU quota
+    pids: int = 256  # all processes of the sandbox
+    tmpfs_mb: int = 64  # each of /tmp and /scratch
+    tmpfs_inodes: int = 4096
+
+
+class SandboxHandle(Protocol):
+    id: str
+    socket_path: str
+
+    async def died_of_oom(self) -> bool: ...
+
+    async def destroy(self) -> None: ...
+
+
+class Backend(Protocol):
+    name: str
+
+    async def start(self, uid_base: int, spec: SandboxSpec) -> SandboxHandle: ...
+
+    async def remove_stale(self) -> int: ...
+
+    def image_id(self) -> str: ...
+
+
+def runner_command(uid_base: int, oom_control: str | None = None) -> list[str]:
+    cmd = ["/usr/bin/python3", "-I", "/opt/rewardbox/runner.py", "--socket", "/run/rewardbox/runner.sock",
+           "--uid-base", str(uid_base)]
+    if oom_control:
+        cmd += ["--oom-control", oom_control]
+    return cmd
+
+
+def owner_tag() -> str:
+    return f"{os.uname().nodename}:{os.getpid()}"
+
+
+def owner_alive(tag: str) -> bool:
+    host, _, pid = tag.rpartition(":")
+    if host != os.uname().nodename or not pid.isdigit():
+        return True  # another machine's sandbox: not ours to judge
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

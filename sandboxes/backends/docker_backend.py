@@ -1,0 +1,137 @@
+"""Docker backend: one hardened, long-lived container per sandbox, running the runner as its init process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+import docker
+from docker.errors import NotFound
+
+from ..image import image_name
+from .base import LABEL, RUNNER_DIR, SandboxSpec, owner_alive, owner_tag, runner_command
+
+# The runner needs exactly these: switch to the job uids, kill their leftovers, give them their scratch dir.
+RUNNER_CAPS = ["SETUID", "SETGID", "KILL", "CHOWN"]
+
+
+class DockerSandbox:
+    def __init__(self, client: docker.DockerClient, container_id: str, sock_dir: str) -> None:
+        self.client = client
+        self.id = container_id[:12]
+        self.container_id = container_id
+        self.sock_dir = sock_dir
+        self.socket_path = os.path.join(sock_dir, "runner.sock")
+
+    async def died_of_oom(self) -> bool:
+        def check() -> bool:
+            try:
+                c = self.client.containers.get(self.container_id)
+            except NotFound:
+                return False
+            state = c.attrs.get("State", {})
+            return bool(state.get("OOMKilled"))
+
+        return await asyncio.to_thread(check)
+
+    async def destroy(self) -> None:
+        def remove() -> None:
+            try:
+                self.client.api.remove_container(self.container_id, force=True)  # SIGKILL, never a grace period
+            except NotFound:
+                pass
+            except docker.errors.APIError as e:
+                if "already in progress" not in str(e):
+                    raise
+
+        await asyncio.to_thread(remove)
+        shutil.rmtree(self.sock_dir, ignore_errors=True)
+
+
+class DockerBackend:
+    name = "docker"
+
+    def __init__(self, image: str | None = None) -> None:
+        self.client = docker.from_env(timeout=60)
+        self.image = image or os.environ.get("REWARDBOX_IMAGE") or image_name()
+        self.sock_root = Path(tempfile.gettempdir()) / "rewardbox-sockets"
+
+    def image_id(self) -> str:
+        try:
+            return self.client.images.get(self.image).id
+        except NotFound:
+            return "missing"
+
+    def check_image(self) -> None:
+        try:
+            self.client.images.get(self.image)
+        except NotFound:
+            raise RuntimeError(f"sandbox image {self.image} not found: run `make image`") from None
+
+    async def start(self, uid_base: int, spec: SandboxSpec) -> DockerSandbox:
+        self.sock_root.mkdir(mode=0o700, exist_ok=True)
+        sock_dir = tempfile.mkdtemp(prefix="sbx-", dir=self.sock_root)
+        tmpfs_opts = f"rw,nosuid,nodev,noexec,size={spec.tmpfs_mb}m,nr_inodes={spec.tmpfs_inodes}"
+
+        def run() -> str:
+            container = self.client.containers.run(
+                self.image,
+                command=runner_command(uid_base, "/sys/fs/cgroup/memory/memory.oom_control"),
+                name=f"rewardbox-{uuid.uuid4().hex[:12]}",
+                detach=True,
+                labels={LABEL: "1", "rewardbox.owner": owner_tag()},
+                network_mode="none",
+                ipc_mode="none",
+                read_only=True,
+                tmpfs={"/tmp": tmpfs_opts + ",mode=1777", "/scratch": tmpfs_opts.replace(",noexec", "") + ",mode=755"},
+                mem_limit=f"{spec.memory_mb}m",
+                memswap_limit=f"{spec.memory_mb}m",
+                pids_limit=spec.pids,
+                nano_cpus=int(spec.cpus * 1e9),
+                cap_drop=["ALL"],
+                cap_add=RUNNER_CAPS,
+                security_opt=["no-new-privileges"],
+                log_config={"type": "none"},  # a job printing forever must not fill the host disk
+                volumes={str(RUNNER_DIR): {"bind": "/opt/rewardbox", "mode": "ro"},
+                         sock_dir: {"bind": "/run/rewardbox", "mode": "rw"}},
+                environment={},
+                user="0:0",
+                hostname="sandbox",
+                working_dir="/",
+                ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0)],
+            )
+            return container.id
+
+        try:
+            container_id = await asyncio.to_thread(run)
+        except Exception:
+            shutil.rmtree(sock_dir, ignore_errors=True)
+            raise
+        return DockerSandbox(self.client, container_id, sock_dir)
+
+    async def remove_stale(self) -> int:
+        """Remove sandboxes left by a crashed rewardbox process on this host."""
+
+        def sweep() -> int:
+            removed = 0
+            for c in self.client.containers.list(all=True, filters={"label": LABEL}):
+                if not owner_alive(c.labels.get("rewardbox.owner", "")):
+                    c.remove(force=True)
+                    removed += 1
+            return removed
+
+        return await asyncio.to_thread(sweep)
+
+    async def remove_own(self) -> int:
+        def sweep() -> int:
+            removed = 0
+            for c in self.client.containers.list(all=True, filters={"label": f"rewardbox.owner={owner_tag()}"}):
+                c.remove(force=True)
+                removed += 1
+            return removed
+
+        return await asyncio.to_thread(sweep)

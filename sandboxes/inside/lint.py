@@ -1,0 +1,81 @@
+"""Quality job (runs as the candidate uid, forked from the lint zygote that imported pylint once).
+
+pylint and radon read the program; neither runs it. Suppression pragmas are blanked out before linting (and
+counted), so `# pylint: disable=...`, `# noqa` and `# type: ignore` cannot raise the score. Prints one JSON
+object on stdout.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import sys
+import tokenize
+
+PRAGMA = re.compile(r"pylint:\s*(disable|skip-file)|noqa|type:\s*ignore", re.IGNORECASE)
+MAX_MESSAGES = 50
+PYLINT_ARGS = ["--persistent=n", "--jobs=1", "--reports=n", "--score=y", "--disable=missing-module-docstring",
+               "--rcfile=/dev/null", "--load-plugins="]
+
+
+def strip_pragmas(code: str) -> tuple[str, int]:
+    """Blank out suppression comments (positions kept). Returns (new source, how many were blanked)."""
+    lines = code.splitlines(keepends=True)
+    count = 0
+    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+        if tok.type == tokenize.COMMENT and PRAGMA.search(tok.string):
+            row, col = tok.start
+            line = lines[row - 1]
+            lines[row - 1] = line[:col] + "#" + " " * (len(tok.string) - 1) + line[col + len(tok.string) :]
+            count += 1
+    return "".join(lines), count
+
+
+def lint(code: str, path: str) -> dict:
+    from pylint.lint import Run
+    from pylint.reporters import CollectingReporter
+    from radon.complexity import cc_visit
+    from radon.metrics import mi_visit
+
+    try:
+        clean, suppressions = strip_pragmas(code)
+    except (tokenize.TokenError, SyntaxError, IndentationError) as e:
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"}
+    with open(path, "w") as f:
+        f.write(clean)
+    reporter = CollectingReporter()
+    run = Run([*PYLINT_ARGS, path], reporter=reporter, exit=False)
+    score = getattr(run.linter.stats, "global_note", 0.0) or 0.0
+    fatal = any(m.msg_id.startswith(("E0001", "F")) for m in reporter.messages)
+    try:
+        mi = float(mi_visit(clean, multi=True))
+        cc = [{"name": b.name, "complexity": b.complexity} for b in cc_visit(clean)]
+    except Exception:  # noqa: BLE001 - radon fails on what pylint already reported
+        mi, cc = 0.0, []
+    return {
+        "ok": not fatal,
+        "pylint_score": max(0.0, min(10.0, float(score))),
+        "maintainability_index": max(0.0, min(100.0, mi)),
+        "cyclomatic": cc[:50],
+        "suppressions": suppressions,
+        "messages": [{"id": m.msg_id, "symbol": m.symbol, "line": m.line, "text": m.msg[:200]}
+                     for m in reporter.messages[:MAX_MESSAGES]],
+        "message_count": len(reporter.messages),
+    }
+
+
+def warm_up() -> None:
+    """Import and exercise the linter once so that forked children lint warm (astroid caches included)."""
+    import tempfile
+
+    os.environ["PYLINTHOME"] = "/nonexistent/pylint"  # read at import; --persistent=n then never writes
+    with tempfile.TemporaryDirectory() as d:
+        lint("import os\n\n\ndef f(x):\n    return os.path.join(x, 'a')\n", os.path.join(d, "warm.py"))
+
+
+def main(code: str) -> None:
+    result = lint(code, os.path.join(os.getcwd(), "solution.py"))
+    sys.stdout.write(json.dumps(result))
+    sys.stdout.flush()

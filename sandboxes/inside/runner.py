@@ -1,0 +1,882 @@
+"""rewardbox in-sandbox runner (stdlib only; runs as root with CAP_SETUID/SETGID/KILL/CHOWN inside the sandbox).
+
+It answers jobs on a unix socket in a directory only root can enter, one job at a time, and reports a result
+record that the job cannot forge: exit status, CPU time and peak memory come from the kernel (wait4), output is
+read from pipes with byte caps, and the wall limit is enforced from outside with SIGKILL.
+
+Processes (all inside the sandbox):
+- runner (this file): trusted; never runs untrusted code; holds test specs.
+- zygote: forked at start-up, before any job data exists in memory, so that the untrusted children it forks
+  per job inherit nothing secret (no earlier job's tests or expected answers). Children drop to the candidate
+  uid, take rlimits and the seccomp filter, then run the program.
+- lint zygote: the same, with the linter imported once (warm) for quality jobs.
+- judge: forked from the runner per "judge" job under its own uid; it runs the tests and calls the candidate
+  through a plain-data channel. The candidate (another uid) can neither signal, ptrace nor open its pipes.
+After every job a cleaner running as each job uid kills every process of that uid and wipes its files.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import wire  # noqa: E402
+
+VERSION = "1"
+SCRATCH = "/scratch"
+WRITABLE_ROOTS = ("/tmp", SCRATCH)
+DEFAULT_LIMITS = {
+    "wall_s": 10.0,  # wall-clock limit of one process (or one test case in judge jobs)
+    "total_s": 30.0,  # wall-clock cap of the whole job
+    "cpu_s": 10.0,  # RLIMIT_CPU per process
+    "memory_mb": 512,  # RLIMIT_AS per process
+    "output_bytes": 1 << 20,  # cap on each of stdout / stderr
+    "file_size_mb": 16,  # RLIMIT_FSIZE
+    "nofile": 64,  # RLIMIT_NOFILE
+    "nproc": 64,  # RLIMIT_NPROC (per uid)
+}
+MEMORY_MARKERS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory", b"out of memory")
+JUDGE_MEMORY_MB = 2048
+SPAWN_FAILED = 125
+
+
+# ---------------------------------------------------------------------------------------------- job processes
+
+
+def enter_job(uid: int, limits: dict, cwd: str, oom_adj: int | None = None) -> None:
+    """In a freshly forked child: become an unprivileged job process. Irreversible.
+
+    oom_score_adj and signal dispositions are inherited from the zygote, which set them once at start-up
+    (job processes are the OOM killer's first choice); the judge passes its own oom_adj."""
+    os.setsid()
+    if oom_adj is not None:
+        _set_oom_adj(oom_adj)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    os.chdir(cwd)
+    mem = int(limits["memory_mb"]) << 20
+    cpu = max(1, int(float(limits["cpu_s"]) + 0.999))
+    fsize = int(limits["file_size_mb"]) << 20
+    for res, value in (
+        (resource.RLIMIT_AS, (mem, mem)),
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_FSIZE, (fsize, fsize)),
+        (resource.RLIMIT_NOFILE, (int(limits["nofile"]),) * 2),
+        (resource.RLIMIT_NPROC, (int(limits["nproc"]),) * 2),
+        (resource.RLIMIT_CORE, (0, 0)),
+        (resource.RLIMIT_MEMLOCK, (0, 0)),
+        (resource.RLIMIT_MSGQUEUE, (0, 0)),
+    ):
+        resource.setrlimit(res, value)
+    os.umask(0o077)
+    import seccomp
+
+    seccomp.install()
+
+
+def _set_oom_adj(value: int) -> None:
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write(str(value))
+
+
+def _default_signals() -> None:
+    for sig in (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def place_fds(fds: list[int]) -> None:
+    """Make fds[i] the descriptor i and close every other descriptor."""
+    tmp = [os.dup(fd) for fd in fds]  # dup first so that placing one cannot clobber another
+    for i, fd in enumerate(tmp):
+        os.dup2(fd, i, inheritable=True)
+    os.closerange(len(fds), 65536)
+
+
+def job_env(extra: dict | None, cwd: str) -> dict:  # noqa: D103
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": cwd, "TMPDIR": cwd, "LANG": "C.UTF-8",
+           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+    env.update(extra or {})
+    return env
+
+
+def run_program(program: dict, env: dict) -> None:
+    """Run the job's program in this (already unprivileged) process. Never returns."""
+    if "argv" in program:
+        argv = [str(a) for a in program["argv"]]
+        os.execve(argv[0] if argv[0].startswith("/") else _which(argv[0], env), argv, env)
+    os.environ.update(env)  # the zygote cleared its environment once
+    if program.get("host"):
+        import candidate_host
+
+        candidate_host.serve(program["code"], program.get("module", "solution"))
+        os._exit(0)
+    if program.get("lint"):
+        import lint
+
+        lint.main(program["code"])
+        os._exit(0)
+    _run_python_main(program["code"], program.get("filename", "main.py"))
+
+
+def _which(name: str, env: dict) -> str:
+    for d in env["PATH"].split(":"):
+        path = os.path.join(d, name)
+        if os.access(path, os.X_OK):
+            return path
+    raise FileNotFoundError(name)
+
+
+def _run_python_main(code: str, filename: str) -> None:
+    """Execute source as __main__ without starting an interpreter, with Python's own exit semantics."""
+    import atexit
+    import builtins
+    import threading
+
+    sys.path[:] = [os.getcwd()] + [p for p in sys.path if p != HERE]
+    for name in [m for m in sys.modules if m in ("wire", "seccomp", "runner", "__main__")]:
+        del sys.modules[name]
+    sys.argv = [filename]
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - rebinding the standard streams of this process
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
+    main = type(sys)("__main__")
+    main.__file__ = os.path.join(os.getcwd(), filename)
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    code_status = 0
+    try:
+        exec(compile(code, main.__file__, "exec"), main.__dict__)
+    except SystemExit as e:
+        code_status = _exit_code(e)
+    except BaseException:
+        traceback.print_exc()
+        code_status = 1
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads, as the interpreter does
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except SystemExit as e:
+        code_status = _exit_code(e)
+    except BaseException:
+        code_status = code_status or 1
+    os._exit(code_status)
+
+
+def _exit_code(e: SystemExit) -> int:
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code & 0xFF
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+# ---------------------------------------------------------------------------------------------- zygote
+
+
+def zygote_main(ctl: socket.socket) -> None:
+    """Fork one job process per request; report its pid, then its exit status and rusage."""
+    import atexit  # noqa: F401 - imported once here so that job processes start warm
+    import gc
+    import threading  # noqa: F401
+
+    import candidate_host  # noqa: F401
+    import seccomp
+
+    seccomp.prepare()
+    _set_oom_adj(1000)  # inherited by every job process: the OOM killer takes a job before anything else
+    _default_signals()
+    os.environ.clear()
+    gc.freeze()  # keep the collector off the inherited heap, so forked children copy fewer pages
+    while True:
+        try:
+            req, fds = wire.recv_with_fds(ctl)
+        except (wire.ChannelClosed, OSError):
+            os._exit(0)
+        if req.get("warm") == "lint":
+            import lint
+
+            lint.warm_up()
+            wire.send(ctl, {"warm": True})
+            continue
+        err_r, err_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(err_r)
+                ctl.close()
+                place_fds(fds + [err_w])
+                err_fd = len(fds)
+                fcntl.fcntl(err_fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
+                cwd = req["cwd"]
+                enter_job(req["uid"], req["limits"], cwd)
+                env = job_env(req.get("env"), cwd)
+                for rel, content in (req.get("files") or {}).items():
+                    path = os.path.join(cwd, rel)
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    with open(path, "w") as f:
+                        f.write(content)
+                if "argv" not in req["program"]:
+                    os.close(err_fd)  # python jobs: set-up done; exec'd jobs close it through CLOEXEC
+                run_program(req["program"], env)
+            except BaseException as e:  # noqa: BLE001 - report any set-up failure, then die
+                try:
+                    os.write(err_fd, f"{type(e).__name__}: {e}".encode()[:2000])
+                except OSError:  # set-up was done: a failure of our in-sandbox program (lint, host)
+                    os.write(2, traceback.format_exc().encode()[-3000:])
+                os._exit(SPAWN_FAILED)
+        os.close(err_w)
+        for fd in fds:
+            os.close(fd)
+        error = b""
+        while chunk := os.read(err_r, 4096):
+            error += chunk
+        os.close(err_r)
+        if error:
+            os.waitpid(pid, 0)
+            wire.send(ctl, {"pid": pid, "spawn_error": error.decode(errors="replace")})
+            continue
+        wire.send(ctl, {"pid": pid})
+        _, status, ru = os.wait4(pid, 0)
+        wire.send(ctl, {"pid": pid, "status": status, "cpu_ms": (ru.ru_utime + ru.ru_stime) * 1000.0,
+                        "maxrss_kb": ru.ru_maxrss})
+
+
+# ---------------------------------------------------------------------------------------------- runner
+
+
+class Runner:
+    def __init__(self, uid_base: int, oom_control: str | None) -> None:
+        self.cand_uid = uid_base + 1
+        self.judge_uid = uid_base + 2
+        self.dirs = {self.cand_uid: os.path.join(SCRATCH, "c"), self.judge_uid: os.path.join(SCRATCH, "j")}
+        self.oom_control = oom_control
+        self.children: dict[int, int | None] = {}  # our own children -> exit status once reaped
+        self.jobs_done = 0
+        self.used_uids: set[int] = set()
+        for uid, path in self.dirs.items():
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            os.chmod(path, 0o700)  # before chown: without CAP_FOWNER root cannot chmod what it gave away
+            os.chown(path, uid, uid)
+        self.zygote = self._start_zygote()
+        self.lint_zygote = self._start_zygote()
+        self.lint_warm = False
+
+    # -- process bookkeeping
+
+    def _fork(self) -> int:
+        pid = os.fork()
+        if pid:
+            self.children[pid] = None
+        return pid
+
+    def _start_zygote(self) -> socket.socket:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        if self._fork() == 0:
+            ours.close()
+            zygote_main(theirs)
+            os._exit(0)
+        theirs.close()
+        return ours
+
+    def reap(self) -> None:
+        """Collect every exited child, including orphans we inherit as sub-reaper (daemons of jobs)."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in self.children:
+                self.children[pid] = status
+
+    def _wait_child(self, pid: int, timeout: float) -> int | None:
+        deadline = time.monotonic() + timeout
+        while True:
+            self.reap()
+            status = self.children.get(pid)
+            if status is not None:
+                del self.children[pid]
+                return status
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.0002)
+
+    def clean_uid(self, uid: int) -> bool:
+        """Kill every process of uid and wipe the files it owns. True when nothing is left behind."""
+        pid = self._fork()
+        if pid == 0:
+            try:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+                # kill(-1)'s return value says nothing here (it reports success whenever other processes
+                # exist, signalled or not), so look in /proc until no process of this uid is left.
+                for _ in range(2000):
+                    try:
+                        os.kill(-1, signal.SIGKILL)
+                    except OSError:
+                        pass
+                    if not _pids_of_uid(uid, zombies=True):
+                        break
+                    time.sleep(0.0005)  # killed ones linger as zombies until the runner reaps them
+                home = self.dirs[uid]
+                os.chmod(home, 0o700)
+                for root in WRITABLE_ROOTS:
+                    _wipe_owned(root, uid, keep=(home,))
+                os._exit(0)
+            except BaseException:  # noqa: BLE001
+                os._exit(1)
+        status = self._wait_child(pid, 5.0)
+        return status == 0 and not _pids_of_uid(uid)
+
+    # -- zygote calls
+
+    def spawn(self, zygote: socket.socket, req: dict, fds: list[int]) -> dict:
+        wire.send(zygote, req, fds)
+        for fd in fds:
+            os.close(fd)
+        return wire.recv(zygote)
+
+    # -- jobs
+
+    def handle(self, conn: socket.socket, msg: dict) -> dict:
+        op = msg.get("op")
+        if op == "ping":
+            return {"ok": True, "version": VERSION, "pid": os.getpid(), "jobs_done": self.jobs_done}
+        if op == "warm_lint":
+            if not self.lint_warm:
+                wire.send(self.lint_zygote, {"warm": "lint"})
+                wire.recv(self.lint_zygote)
+                self.lint_warm = True
+            return {"ok": True}
+        job = msg.get("job") or {}
+        limits = {**DEFAULT_LIMITS, **(job.get("limits") or {})}
+        self.jobs_done += 1
+        if op == "run":
+            return self.run_job(job, limits, self.zygote)
+        if op == "lint":
+            if not self.lint_warm:
+                self.handle(conn, {"op": "warm_lint"})
+            return self.run_job({"program": {"lint": True, "code": job["code"]}}, limits, self.lint_zygote)
+        if op == "judge":
+            return self.judge_job(job, limits)
+        return {"status": "sandbox_error", "error": f"unknown op {op!r}"}
+
+    def after_job(self) -> bool:
+        clean = True
+        for uid in self.used_uids:
+            clean = self.clean_uid(uid) and clean
+        return clean
+
+    def _oom_kills(self) -> int:
+        if not self.oom_control:
+            return 0
+        try:
+            with open(self.oom_control) as f:
+                for line in f:
+                    if line.startswith("oom_kill "):
+                        return int(line.split()[1])
+        except OSError:
+            pass
+        return 0
+
+    def run_job(self, job: dict, limits: dict, zygote: socket.socket) -> dict:
+        """Run one program to completion under limits."""
+        proc = Proc(self, zygote, self.cand_uid, self.dirs[self.cand_uid], limits)
+        proc.start(job["program"], job.get("stdin") or "", job.get("files"), job.get("env"))
+        proc.wait_until(time.monotonic() + float(limits["wall_s"]))
+        return proc.result()
+
+    def judge_job(self, job: dict, limits: dict) -> dict:
+        """Candidate module in one process, the tests in a judge process, talking through the runner."""
+        started = time.monotonic()
+        total_deadline = started + float(limits["total_s"])
+        cand = CandidateSlot(self, {**limits, "cpu_s": limits["total_s"]}, job["candidate"])
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        to_cand, from_cand = cand.spawn()
+        self.used_uids.add(self.judge_uid)
+        judge_pid = self._fork()
+        if judge_pid == 0:
+            _judge_child(self, job, limits, theirs, [to_cand, from_cand], cand.pid)
+        theirs.close()
+        os.close(to_cand)
+        os.close(from_cand)
+        events: list[dict] = []
+        done: dict | None = None
+        judge_error = None
+        ours.setblocking(False)
+        reader = _SockReader(ours)
+        while done is None:
+            now = time.monotonic()
+            if now > total_deadline:
+                judge_error = "timeout"
+                break
+            cand.pump(min(total_deadline - now, 0.05), extra=[ours.fileno()])
+            try:
+                frames = reader.feed()
+            except ValueError as e:
+                judge_error = f"judge protocol: {e}"
+                break
+            for frame in frames:
+                kind = frame.get("event")
+                if kind == "respawn":
+                    prev = cand.finish_current("timeout")
+                    to_c, from_c = cand.spawn()
+                    ours.setblocking(True)
+                    wire.send(ours, {"pid": cand.pid, "prev": prev}, [to_c, from_c])
+                    ours.setblocking(False)
+                    os.close(to_c)
+                    os.close(from_c)
+                elif kind == "done":
+                    done = frame
+                else:
+                    events.append(frame)
+            if reader.eof and done is None:
+                judge_error = "judge exited without a verdict"
+                break
+        cand.finish_current("ok")
+        _kill_quietly(judge_pid)
+        status = self._wait_child(judge_pid, 2.0)
+        ours.close()
+        res = cand.result()
+        res["wall_ms"] = (time.monotonic() - started) * 1000.0
+        res["events"] = events
+        if judge_error == "timeout":
+            res["status"] = "timeout"
+            res["error"] = "whole job exceeded total_s"
+        elif judge_error:
+            res["status"] = "sandbox_error"
+            res["error"] = f"{judge_error} (judge status {status})"
+        else:
+            if done.get("spec_error"):
+                res["spec_error"] = done["spec_error"]
+            if done.get("error"):
+                res["status"] = "sandbox_error"
+                res["error"] = "judge failed: " + str(done["error"])[:2000]
+        return res
+
+
+class _SockReader(wire.FdReader):
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__(sock.fileno())
+
+
+def _judge_child(runner: Runner, job: dict, limits: dict, vsock: socket.socket, chan: list[int], cand_pid: int):
+    """Judge process: drop to the judge uid and run the tests. Never returns."""
+    try:
+        devnull = os.open(os.devnull, os.O_RDWR)
+        place_fds([devnull, devnull, devnull, vsock.fileno(), *chan])
+        judge_limits = {**limits, "memory_mb": max(JUDGE_MEMORY_MB, int(limits["memory_mb"])),
+                        "cpu_s": float(limits["total_s"]) + 1, "nproc": 16, "nofile": 256}
+        cwd = runner.dirs[runner.judge_uid]
+        enter_job(runner.judge_uid, judge_limits, cwd, oom_adj=500)
+        _default_signals()
+        os.environ.clear()
+        os.environ.update(job_env(None, cwd))
+        import judge
+
+        judge.main(job["judge"], socket.socket(fileno=3), 4, 5, cand_pid, float(limits["wall_s"]))
+    except BaseException:  # noqa: BLE001
+        try:
+            wire.send(socket.socket(fileno=3), {"event": "done", "error": traceback.format_exc()[-3000:]})
+        except BaseException:  # noqa: BLE001
+            pass
+    os._exit(0)
+
+
+def _kill_quietly(pid: int) -> None:
+    for target in (-pid, pid):
+        try:
+            os.kill(target, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+class Proc:
+    """One job process forked by a zygote: stdin feeding, capped capture, limits, classification."""
+
+    def __init__(self, runner: Runner, zygote: socket.socket, uid: int, cwd: str, limits: dict) -> None:
+        self.runner, self.zygote, self.uid, self.cwd, self.limits = runner, zygote, uid, cwd, limits
+        self.cap = int(limits["output_bytes"])
+        self.out = bytearray()
+        self.err = bytearray()
+        self.truncated = {"stdout": False, "stderr": False}
+        self.killed_for: str | None = None
+        self.pid = 0
+        self.exit: dict | None = None
+        self.spawn_error: str | None = None
+        self.fds: dict[int, str] = {}
+        self.stdin_w: int | None = None
+        self.stdin_data = b""
+
+    def start(self, program: dict, stdin: str, files: dict | None, env: dict | None, extra_fds=()) -> None:
+        self.runner.used_uids.add(self.uid)
+        self.oom_before = self.runner._oom_kills()
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        self.started = time.monotonic()
+        reply = self.runner.spawn(
+            self.zygote,
+            {"uid": self.uid, "cwd": self.cwd, "limits": self.limits, "program": program, "files": files,
+             "env": env},
+            [in_r, out_w, err_w, *extra_fds],
+        )
+        for fd in (in_w, out_r, err_r):
+            os.set_blocking(fd, False)
+        self.fds = {out_r: "stdout", err_r: "stderr"}
+        self.stdin_data = stdin.encode()
+        self.stdin_w = in_w
+        if not self.stdin_data:
+            self._close_stdin()
+        if "spawn_error" in reply:
+            self.spawn_error = reply["spawn_error"]
+        self.pid = reply["pid"]
+
+    def _close_stdin(self) -> None:
+        if self.stdin_w is not None:
+            os.close(self.stdin_w)
+            self.stdin_w = None
+
+    def pump(self, timeout: float, extra: list[int] = ()) -> list[int]:
+        """Move data for up to timeout seconds; return the extra fds that became readable."""
+        poller = select.poll()
+        for fd in self.fds:
+            poller.register(fd, select.POLLIN)
+        if self.stdin_w is not None:
+            poller.register(self.stdin_w, select.POLLOUT)
+        if self.exit is None and self.pid and not self.spawn_error:
+            poller.register(self.zygote.fileno(), select.POLLIN)
+        for fd in extra:
+            poller.register(fd, select.POLLIN)
+        ready = []
+        for fd, ev in poller.poll(max(0.0, timeout) * 1000):
+            if fd in self.fds:
+                self._read(fd)
+            elif fd == self.stdin_w:
+                self._write_stdin(ev)
+            elif fd == self.zygote.fileno():
+                self.exit = wire.recv(self.zygote)
+                self.ended = time.monotonic()
+            else:
+                ready.append(fd)
+        return ready
+
+    def _write_stdin(self, ev: int) -> None:
+        if ev & (select.POLLERR | select.POLLHUP):
+            self._close_stdin()
+            return
+        try:
+            n = os.write(self.stdin_w, self.stdin_data[:65536])
+        except (BlockingIOError, BrokenPipeError):
+            self._close_stdin()
+            return
+        self.stdin_data = self.stdin_data[n:]
+        if not self.stdin_data:
+            self._close_stdin()
+
+    def _read(self, fd: int) -> None:
+        name = self.fds[fd]
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        if not chunk:
+            os.close(fd)
+            del self.fds[fd]
+            return
+        buf = self.out if name == "stdout" else self.err
+        room = self.cap - len(buf)
+        buf += chunk[: max(0, room)]
+        if len(chunk) > room:
+            self.truncated[name] = True
+            self.kill("output_limit")
+
+    def kill(self, reason: str) -> None:
+        if self.exit is not None:
+            return  # already reaped: its pid may belong to someone else now
+        if self.killed_for is None:
+            self.killed_for = reason
+        if self.pid:
+            _kill_quietly(self.pid)
+
+    def wait_until(self, deadline: float) -> None:
+        """Pump until the process exits and its pipes are drained, killing it at the deadline."""
+        if self.spawn_error:
+            self.exit = {"status": SPAWN_FAILED << 8, "cpu_ms": 0.0, "maxrss_kb": 0}
+        while self.exit is None or self.fds:
+            now = time.monotonic()
+            if now >= deadline:
+                if self.exit is None:
+                    self.kill("timeout")
+                    deadline = now + 2.0  # the kill must land; pipes held by escaped children get closed too
+                else:
+                    break  # exited, but a descendant keeps the pipes open: the cleaner kills it
+            self.pump(min(deadline - now, 0.5) if deadline > now else 0.05)
+        for fd in list(self.fds):
+            os.close(fd)
+        self.fds.clear()
+        self._close_stdin()
+        self.ended = getattr(self, "ended", time.monotonic())
+
+    def result(self) -> dict:
+        ex = self.exit or {"status": 0, "cpu_ms": 0.0, "maxrss_kb": 0}
+        raw = ex["status"]
+        exit_code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else None
+        sig = os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else None
+        oom = self.runner._oom_kills() > self.oom_before
+        status = self._classify(exit_code, sig, ex["cpu_ms"], oom)
+        res = {
+            "status": status,
+            "exit_code": exit_code,
+            "signal": sig,
+            "wall_ms": (self.ended - self.started) * 1000.0,
+            "cpu_ms": ex["cpu_ms"],
+            "peak_memory_kb": ex["maxrss_kb"],
+            "stdout": self.out.decode(errors="replace"),
+            "stderr": self.err.decode(errors="replace"),
+            "stdout_truncated": self.truncated["stdout"],
+            "stderr_truncated": self.truncated["stderr"],
+        }
+        if self.spawn_error:
+            res["error"] = "spawn failed: " + self.spawn_error
+        return res
+
+    def _classify(self, exit_code: int | None, sig: int | None, cpu_ms: float, oom: bool) -> str:
+        if self.spawn_error:
+            return "sandbox_error"
+        if self.killed_for:
+            return self.killed_for
+        if oom:
+            return "memory_limit"
+        tail = bytes(self.err[-600:])
+        if exit_code == 0:
+            return "ok"
+        if sig in (signal.SIGXCPU,) or (sig == signal.SIGKILL and cpu_ms >= float(self.limits["cpu_s"]) * 1000 - 50):
+            return "timeout"
+        if sig == signal.SIGXFSZ:
+            return "output_limit"
+        if any(m in tail for m in MEMORY_MARKERS):
+            return "memory_limit"
+        if sig == signal.SIGKILL:
+            return "killed"
+        return "runtime_error"
+
+
+class CandidateSlot:
+    """The candidate-module process of a judge job; replaced (respawned) when it hangs or dies mid-test."""
+
+    def __init__(self, runner: Runner, limits: dict, candidate: dict) -> None:
+        self.runner, self.limits, self.candidate = runner, limits, candidate
+        self.proc: Proc | None = None
+        self.done: list[dict] = []
+        self.pid = 0
+
+    def spawn(self) -> tuple[int, int]:
+        """Start a candidate host; return (fd to write requests, fd to read replies) for the judge."""
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        self.proc = Proc(self.runner, self.runner.zygote, self.runner.cand_uid,
+                         self.runner.dirs[self.runner.cand_uid], self.limits)
+        program = {"host": True, "code": self.candidate["code"], "module": self.candidate.get("module", "solution")}
+        self.proc.start(program, "", None, None, extra_fds=(req_r, rep_w))
+        self.pid = self.proc.pid
+        return req_w, rep_r
+
+    def pump(self, timeout: float, extra: list[int]) -> list[int]:
+        if self.proc is None:
+            return []
+        if self.proc.killed_for is None and self.proc.exit is None:
+            if time.monotonic() - self.proc.started > float(self.limits["total_s"]):
+                self.proc.kill("timeout")
+        return self.proc.pump(timeout, extra)
+
+    def finish_current(self, alive_means: str) -> dict | None:
+        """Kill the current candidate process and record how it ended. A process still alive ends as
+        alive_means: "timeout" when the judge gave up on a hung test case, "ok" at the end of the job."""
+        if self.proc is None:
+            return None
+        p = self.proc
+        if p.exit is None and p.killed_for is None:
+            p.killed_for = alive_means
+        p.kill(p.killed_for or alive_means)
+        p.wait_until(time.monotonic() + 2.0)
+        res = p.result()
+        self.done.append(res)
+        self.proc = None
+        if alive_means == "timeout":  # a respawn follows: nothing of the old process may survive into it
+            self.runner.clean_uid(self.runner.cand_uid)
+        return {k: res[k] for k in ("status", "exit_code", "signal", "cpu_ms", "peak_memory_kb")}
+
+    def result(self) -> dict:
+        """Aggregate over every candidate process of the job: summed CPU, max memory, first output."""
+        runs = self.done
+        first = runs[0] if runs else {}
+        worst = next((r for r in runs if r["status"] != "ok"), first)
+        return {
+            "status": worst.get("status", "sandbox_error"),
+            "exit_code": worst.get("exit_code"),
+            "signal": worst.get("signal"),
+            "cpu_ms": sum(r["cpu_ms"] for r in runs),
+            "peak_memory_kb": max((r["peak_memory_kb"] for r in runs), default=0),
+            "stdout": first.get("stdout", ""),
+            "stderr": first.get("stderr", ""),
+            "stdout_truncated": any(r["stdout_truncated"] for r in runs),
+            "stderr_truncated": any(r["stderr_truncated"] for r in runs),
+            "processes": [{k: r[k] for k in ("status", "exit_code", "signal", "cpu_ms", "peak_memory_kb")}
+                          for r in runs],
+        }
+
+
+def _wipe_owned(root: str, uid: int, keep: tuple[str, ...]) -> None:
+    """Remove everything below root that uid owns, except the dirs in keep (run as uid: links are removed,
+    never followed, so planted symlinks cannot redirect the wipe)."""
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        owned = st.st_uid == uid
+        if entry.is_dir(follow_symlinks=False):
+            if owned:
+                os.chmod(entry.path, 0o700)
+            _wipe_owned(entry.path, uid, keep)
+            if owned and entry.path not in keep:
+                try:
+                    os.rmdir(entry.path)
+                except OSError:
+                    pass
+        elif owned:
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
+
+
+def _pids_of_uid(uid: int, zombies: bool = False) -> list[int]:
+    pids = []
+    me = str(os.getpid())
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or name == me:
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                text = f.read()
+        except OSError:
+            continue
+        state = uid_line = ""
+        for line in text.splitlines():
+            if line.startswith("State:"):
+                state = line.split()[1]
+            elif line.startswith("Uid:"):
+                uid_line = line
+                break
+        if uid_line and int(uid_line.split()[1]) == uid and (zombies or state != "Z"):
+            pids.append(int(name))
+    return pids
+
+
+def _set_subreaper() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_CHILD_SUBREAPER = 36
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def serve(sock_path: str, uid_base: int, oom_control: str | None) -> None:
+    os.umask(0o077)
+    _set_subreaper()
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    sock_dir = os.path.dirname(sock_path)
+    os.chmod(sock_dir, 0o700)  # jobs must never reach the control socket
+    try:
+        os.unlink(sock_path)
+    except FileNotFoundError:
+        pass
+    for path in (sock_path + ".ready",):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    runner = Runner(uid_base, oom_control)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(sock_path)
+    os.chmod(sock_path, 0o600)
+    server.listen(4)
+    with open(sock_path + ".ready", "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        runner.reap()
+        conn, _ = server.accept()
+        with conn:
+            # Protocol: the runner announces {"ready"} whenever it can take a job (after start-up and after the
+            # previous job's clean-up), so that clean-up never delays a result and a sandbox that could not be
+            # cleaned is never handed another job.
+            try:
+                wire.send(conn, {"ready": True, "version": VERSION, "pid": os.getpid()})
+            except OSError:
+                continue
+            while True:
+                try:
+                    msg = wire.recv(conn)
+                except (wire.ChannelClosed, OSError, ValueError):
+                    break
+                runner.used_uids.clear()
+                try:
+                    res = runner.handle(conn, msg)
+                except Exception:  # noqa: BLE001 - a fault of ours: say so, never a verdict
+                    res = {"status": "sandbox_error", "error": traceback.format_exc()[-3000:]}
+                try:
+                    wire.send(conn, res)
+                except OSError:
+                    break
+                clean = runner.after_job()
+                runner.reap()
+                if not clean:
+                    wire.send(conn, {"ready": False, "error": "a job process survived clean-up"})
+                    os._exit(3)  # let the host replace this sandbox
+                try:
+                    wire.send(conn, {"ready": True, "jobs_done": runner.jobs_done})
+                except OSError:
+                    break
+
+
+def _detect_oom_control() -> str | None:
+    path = "/sys/fs/cgroup/memory/memory.oom_control"
+    return path if os.path.exists(path) else None
+
+
+def main(argv: list[str]) -> None:
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--socket", default="/run/rewardbox/runner.sock")
+    p.add_argument("--uid-base", type=int, default=10000)
+    p.add_argument("--oom-control", default=None, help="memory cgroup oom_control file (auto-detected)")
+    a = p.parse_args(argv)
+    serve(a.socket, a.uid_base, a.oom_control or _detect_oom_control())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+

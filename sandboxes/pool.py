@@ -1,0 +1,215 @@
+"""A warm pool of sandboxes, safe under heavy asyncio concurrency: `result = await pool.run(job)`.
+
+Each sandbox runs one job at a time. A sandbox goes back to the pool only after its runner announced that the
+job's processes and files are gone; it is replaced after `max_jobs`, after any anomaly, or when its runner stops
+answering. The pool refills itself in the background. Whatever goes wrong on our side comes back as a
+sandbox_error Result, never as an exception and never as a verdict on the program.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+from .backends import Backend, SandboxHandle, SandboxSpec, choose_backend
+from .connection import RunnerConnection, RunnerGone
+from .types import Job, Result, Status
+
+log = logging.getLogger("rewardbox.sandbox")
+
+START_TIMEOUT_S = 60.0
+
+
+@dataclass(eq=False)
+class Sandbox:
+    handle: SandboxHandle
+    conn: RunnerConnection
+    jobs: int = 0
+
+
+@dataclass
+class PoolStats:
+    size: int
+    idle: int = 0
+    busy: int = 0
+    started: int = 0
+    replaced: int = 0
+    start_failures: int = 0
+    jobs: int = 0
+    sandbox_errors: int = 0
+    started_at: float = field(default_factory=time.time)
+
+
+class SandboxPool:
+    def __init__(
+        self,
+        backend: Backend | None = None,
+        size: int | None = None,
+        spec: SandboxSpec | None = None,
+        max_jobs: int = 1000,
+        acquire_timeout_s: float = 60.0,
+    ) -> None:
+        self.backend = backend or choose_backend()
+        self.size = size or int(os.environ.get("REWARDBOX_POOL_SIZE") or os.cpu_count() or 1)
+        self.spec = spec or SandboxSpec()
+        self.max_jobs = max_jobs
+        self.acquire_timeout_s = acquire_timeout_s
+        self.stats = PoolStats(size=self.size)
+        self._idle: asyncio.Queue[Sandbox] = asyncio.Queue()
+        self._all: set[Sandbox] = set()
+        self._tasks: set[asyncio.Task] = set()
+        self._uids = itertools.cycle(range(20000, 60000, 10))
+        self._closed = False
+
+    # -- lifecycle
+
+    async def start(self, wait: bool = True) -> None:
+        check = getattr(self.backend, "check_image", None)
+        if check:
+            await asyncio.to_thread(check)
+        removed = await self.backend.remove_stale()
+        if removed:
+            log.warning("removed %d stale sandboxes from an earlier run", removed)
+        starts = [self._spawn_replacement() for _ in range(self.size)]
+        if wait:
+            await asyncio.gather(*starts)
+
+    @property
+    def warm(self) -> bool:
+        return not self._closed and self._idle.qsize() + self.stats.busy >= self.size
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(self._destroy(sb) for sb in list(self._all)), return_exceptions=True)
+        remove_own = getattr(self.backend, "remove_own", None)
+        if remove_own:
+            await remove_own()
+
+    async def __aenter__(self) -> SandboxPool:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- jobs
+
+    async def run(self, job: Job) -> Result:
+        if self._closed:
+            return Result.infra("sandbox pool is closed")
+        try:
+            sandbox = await asyncio.wait_for(self._idle.get(), self.acquire_timeout_s)
+        except TimeoutError:
+            return Result.infra(f"no sandbox free within {self.acquire_timeout_s:g}s")
+        self.stats.busy += 1
+        self.stats.jobs += 1
+        try:
+            result = await self._run_on(sandbox, job)
+        finally:
+            self.stats.busy -= 1
+        if result.status == Status.SANDBOX_ERROR:
+            self.stats.sandbox_errors += 1
+        return result
+
+    async def _run_on(self, sandbox: Sandbox, job: Job) -> Result:
+        sandbox.jobs += 1
+        try:
+            raw = await asyncio.wait_for(sandbox.conn.request(job.to_wire()), job.deadline_s())
+        except (RunnerGone, TimeoutError) as e:
+            oom = await self._died_of_oom(sandbox)
+            self._background(self._replace(sandbox))
+            if oom:
+                return Result(status=Status.MEMORY_LIMIT, error="the job exhausted the sandbox's memory",
+                              sandbox_id=sandbox.handle.id)
+            return Result.infra(f"sandbox {sandbox.handle.id} failed during the job: {e}")
+        result = Result.from_wire(raw)
+        result.sandbox_id = sandbox.handle.id
+        self._background(self._release(sandbox))
+        return result
+
+    async def _died_of_oom(self, sandbox: Sandbox) -> bool:
+        try:
+            return await sandbox.handle.died_of_oom()
+        except Exception:  # noqa: BLE001
+            return False
+
+    async def _release(self, sandbox: Sandbox) -> None:
+        """Back into the pool once the runner has cleaned up; replaced when due or unhealthy."""
+        if sandbox.jobs >= self.max_jobs:
+            await self._replace(sandbox)
+            return
+        try:
+            await sandbox.conn.wait_ready(30.0)
+        except RunnerGone as e:
+            log.warning("sandbox %s not reusable: %s", sandbox.handle.id, e)
+            await self._replace(sandbox)
+            return
+        if self._closed:
+            await self._destroy(sandbox)
+        else:
+            self._idle.put_nowait(sandbox)
+
+    async def _replace(self, sandbox: Sandbox) -> None:
+        self.stats.replaced += 1
+        await self._destroy(sandbox)
+        await self._spawn_replacement()
+
+    async def _spawn_replacement(self) -> None:
+        delay = 0.5
+        while not self._closed:
+            try:
+                sandbox = await self._start_one()
+            except Exception as e:  # noqa: BLE001 - keep trying: a pool that gives up serves nobody
+                self.stats.start_failures += 1
+                log.error("starting a sandbox failed: %s", e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+                continue
+            self._idle.put_nowait(sandbox)
+            return
+
+    async def _start_one(self) -> Sandbox:
+        handle = await self.backend.start(next(self._uids), self.spec)
+        try:
+            conn = await RunnerConnection.open(handle.socket_path, START_TIMEOUT_S)
+            sandbox = Sandbox(handle, conn)
+            self._all.add(sandbox)
+        except BaseException:
+            await handle.destroy()
+            raise
+        self.stats.started += 1
+        return sandbox
+
+    async def _destroy(self, sandbox: Sandbox) -> None:
+        self._all.discard(sandbox)
+        sandbox.conn.close()
+        try:
+            await sandbox.handle.destroy()
+        except Exception as e:  # noqa: BLE001
+            log.error("destroying sandbox %s failed: %s", sandbox.handle.id, e)
+
+    def _background(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def snapshot(self) -> dict:
+        return {
+            "backend": self.backend.name,
+            "size": self.size,
+            "idle": self._idle.qsize(),
+            "busy": self.stats.busy,
+            "warm": self.warm,
+            "started": self.stats.started,
+            "replaced": self.stats.replaced,
+            "start_failures": self.stats.start_failures,
+            "jobs": self.stats.jobs,
+            "sandbox_errors": self.stats.sandbox_errors,
+        }
