@@ -279,6 +279,7 @@ def judge_assert(spec: dict, chan: Channel, rep: Reporter, load: dict) -> None:
         groups, tail = _case_groups(tree.body)
         param = None
     names = [_case_name(g, source) for g in groups]
+    rep.event({"event": "plan", "cases": names})
     if not load["ok"]:
         for n in names:
             rep.case(n, False, "not_run", "program did not load: " + load.get("error", ""))
@@ -367,6 +368,7 @@ def judge_function(spec: dict, chan: Channel, rep: Reporter, load: dict) -> None
     cases = spec.get("cases") or []
     tol = spec.get("float_tol")
     names = [f"case {i}" for i in range(len(cases))]
+    rep.event({"event": "plan", "cases": names})
     if not load["ok"] or not _defined(entry, load["names"]):
         why = "program did not load: " + load.get("error", "") if not load["ok"] else f"{entry!r} is not defined"
         for n in names:
@@ -404,6 +406,9 @@ def judge_pytest(spec: dict, chan: Channel, rep: Reporter, load: dict) -> None:
     load_error = None if load["ok"] else "program did not load: " + load.get("error", "")
 
     class Collector:
+        def pytest_collection_finish(self, session) -> None:
+            rep.event({"event": "plan", "cases": [item.nodeid.split("::", 1)[-1] for item in session.items]})
+
         def pytest_runtest_setup(self, item) -> None:
             chan.deadline = time.monotonic() + chan.case_timeout
             if load_error:

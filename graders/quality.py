@@ -1,0 +1,93 @@
+"""Quality: static analysis of the program, computed inside the sandbox by a warm linter (pylint + radon).
+
+    quality = 0.7 * pylint_score / 10 + 0.3 * maintainability_index / 100        (0..1)
+
+pylint runs with its default checks (minus missing-module-docstring) and its own score formula
+10 - 10 * (5 * errors + warnings + refactors + conventions) / statements, clipped to 0..10. Suppression pragmas
+(`# pylint: disable`, `# noqa`, `# type: ignore`) are blanked out before linting, so they cannot raise the score;
+their count is reported. A program that does not parse scores 0. Results are cached by content hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandboxes import Job, Limits, SandboxPool, Status
+
+PYLINT_WEIGHT = 0.7
+MI_WEIGHT = 0.3
+LINT_LIMITS = Limits(wall_s=20.0, cpu_s=20.0, memory_mb=1024, output_bytes=1 << 20)
+
+
+@dataclass
+class QualityReport:
+    score: float | None
+    pylint_score: float | None = None
+    maintainability_index: float | None = None
+    cyclomatic: list[dict[str, Any]] = field(default_factory=list)
+    suppressions: int = 0
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    reason: str = ""
+    cached: bool = False
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "pylint_score": self.pylint_score,
+            "maintainability_index": self.maintainability_index,
+            "cyclomatic": self.cyclomatic,
+            "suppressions": self.suppressions,
+            "messages": self.messages,
+            "reason": self.reason,
+            "cached": self.cached,
+        }
+
+
+def combine(pylint_score: float, maintainability_index: float) -> float:
+    return round(PYLINT_WEIGHT * pylint_score / 10.0 + MI_WEIGHT * maintainability_index / 100.0, 6)
+
+
+class QualityGrader:
+    def __init__(self, pool: SandboxPool, cache_size: int = 4096) -> None:
+        self.pool = pool
+        self.cache: OrderedDict[str, QualityReport] = OrderedDict()
+        self.cache_size = cache_size
+        self.hits = 0
+
+    async def grade(self, code: str) -> QualityReport:
+        key = hashlib.sha256(code.encode()).hexdigest()
+        if key in self.cache:
+            self.cache.move_to_end(key)
+            self.hits += 1
+            hit = self.cache[key]
+            return QualityReport(**{**hit.__dict__, "cached": True})
+        report = await self._lint(code)
+        if report.reason != "sandbox error":
+            self.cache[key] = report
+            if len(self.cache) > self.cache_size:
+                self.cache.popitem(last=False)
+        return report
+
+    async def _lint(self, code: str) -> QualityReport:
+        result = await self.pool.run(Job("lint", program={"code": code}, limits=LINT_LIMITS))
+        if result.status != Status.OK:
+            return QualityReport(None, reason="sandbox error" if result.status == Status.SANDBOX_ERROR
+                                 else f"linter {result.status}")
+        try:
+            data = json.loads(result.stdout)
+        except ValueError:
+            return QualityReport(None, reason="linter output unreadable")
+        if not data.get("ok"):
+            return QualityReport(0.0, reason="the program does not parse", messages=data.get("messages", []))
+        pylint, mi = float(data["pylint_score"]), float(data["maintainability_index"])
+        return QualityReport(
+            combine(pylint, mi),
+            pylint_score=pylint,
+            maintainability_index=mi,
+            cyclomatic=data.get("cyclomatic", []),
+            suppressions=int(data.get("suppressions", 0)),
+            messages=data.get("messages", []),
+        )

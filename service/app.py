@@ -1,0 +1,118 @@
+"""HTTP API: a thin skin over Scorer. Routes translate HTTP to calls on plain objects and back."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from pydantic import TypeAdapter, ValidationError
+
+from sandboxes import SandboxPool, choose_backend
+
+from . import __version__
+from .body_limit import BodyLimit
+from .config import Settings
+from .models import PROFILES, SUPPORTED_LANGUAGES, BatchRequest, BatchResult, ItemResult, RewardItem
+from .reward import DEFAULT_WEIGHTS
+from .scoring import Scorer
+
+ITEM = TypeAdapter(RewardItem)
+TEST_KINDS = {"python": ["assert", "function", "io", "pytest"]}
+
+
+def create_app(settings: Settings | None = None, pool: SandboxPool | None = None) -> FastAPI:
+    settings = settings or Settings.from_env()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        own = pool is None
+        p = pool or SandboxPool(choose_backend(settings.backend), size=settings.pool_size or None)
+        if own:
+            await p.start()
+        app.state.pool = p
+        app.state.scorer = Scorer(p, settings)
+        yield
+        if own:
+            await p.close()
+
+    app = FastAPI(title="rewardbox", version=__version__, lifespan=lifespan,
+                  description="Sandboxed code-execution rewards for RL training of code models.")
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+
+    def check_item(item: RewardItem) -> str | None:
+        """Checks that depend on settings; returns a message naming the field at fault."""
+        if item.language not in SUPPORTED_LANGUAGES:
+            return f"language: {item.language!r} is not supported; supported: {', '.join(SUPPORTED_LANGUAGES)}"
+        if len(item.code.encode()) > settings.max_code_bytes:
+            return f"code: longer than {settings.max_code_bytes} bytes"
+        if item.limits.timeout_s > settings.max_timeout_s:
+            return f"limits.timeout_s: at most {settings.max_timeout_s:g}"
+        if item.limits.memory_mb > settings.max_memory_mb:
+            return f"limits.memory_mb: at most {settings.max_memory_mb}"
+        return None
+
+    def invalid(item_id: Any, message: str, profile: Any = None) -> ItemResult:
+        return ItemResult(id=item_id if isinstance(item_id, str) else None, rollout_id="", status="invalid_input",
+                          reward=None, profile=profile if isinstance(profile, str) else None, message=message)
+
+    @app.post("/reward", response_model=ItemResult, response_model_exclude_none=False)
+    async def reward(item: RewardItem, request: Request) -> ItemResult:
+        problem = check_item(item)
+        if problem:
+            field = problem.split(":", 1)[0]
+            status = 400 if field == "language" else 422
+            raise HTTPException(status, detail=[{"loc": ["body", *field.split(".")], "msg": problem,
+                                                 "supported": list(SUPPORTED_LANGUAGES)} if status == 400 else
+                                                {"loc": ["body", *field.split(".")], "msg": problem}])
+        return await request.app.state.scorer.score(item)
+
+    @app.post("/reward/batch", response_model=BatchResult)
+    async def reward_batch(batch: BatchRequest, request: Request) -> BatchResult:
+        if len(batch.items) > settings.max_batch:
+            raise HTTPException(422, detail=[{"loc": ["body", "items"],
+                                              "msg": f"at most {settings.max_batch} items per batch"}])
+        scorer: Scorer = request.app.state.scorer
+
+        async def one(raw: Any) -> ItemResult:
+            raw_dict = raw if isinstance(raw, dict) else {}
+            try:
+                item = ITEM.validate_python(raw)
+            except ValidationError as e:
+                fields = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors())
+                return invalid(raw_dict.get("id"), fields, raw_dict.get("profile"))
+            problem = check_item(item)
+            if problem:
+                return invalid(item.id, problem, item.profile)
+            return await scorer.score(item)
+
+        return BatchResult(results=list(await asyncio.gather(*(one(raw) for raw in batch.items))))
+
+    @app.get("/healthz")
+    async def healthz() -> dict:
+        return {"ok": True}
+
+    @app.get("/readyz")
+    async def readyz(request: Request) -> JSONResponse:
+        snap = request.app.state.pool.snapshot()
+        return JSONResponse(snap, status_code=200 if snap["warm"] else 503)
+
+    @app.get("/v1/info")
+    async def info(request: Request) -> dict:
+        pool: SandboxPool = request.app.state.pool
+        return {
+            "name": "rewardbox",
+            "version": __version__,
+            "languages": list(SUPPORTED_LANGUAGES),
+            "test_kinds": TEST_KINDS,
+            "profiles": list(PROFILES),
+            "default_weights": DEFAULT_WEIGHTS,
+            "limits": {"max_batch": settings.max_batch, "max_body_bytes": settings.max_body_bytes,
+                       "max_code_bytes": settings.max_code_bytes, "max_timeout_s": settings.max_timeout_s,
+                       "max_memory_mb": settings.max_memory_mb, "max_item_s": settings.max_item_s},
+            "sandbox": {"backend": pool.backend.name, "image": pool.backend.image_id(), "pool_size": pool.size},
+        }
+
+    return app

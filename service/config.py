@@ -1,0 +1,38 @@
+"""Service settings: read once from the environment (REWARDBOX_*), passed around as one value."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+def _env(name: str, default: float) -> float:
+    raw = os.environ.get(f"REWARDBOX_{name}")
+    return float(raw) if raw not in (None, "") else default
+
+
+@dataclass(frozen=True)
+class Settings:
+    max_batch: int = 1024  # items in one /reward/batch
+    max_body_bytes: int = 64 << 20  # larger requests get 413
+    max_code_bytes: int = 256 << 10  # one program
+    max_timeout_s: float = 30.0  # cap on limits.timeout_s (per test case)
+    max_memory_mb: int = 4096  # cap on limits.memory_mb
+    max_item_s: float = 120.0  # wall-clock cap of one item (all its test cases)
+    pool_size: int = 0  # sandboxes; 0 = one per core
+    backend: str = "auto"  # docker | bubblewrap | auto
+    lint_cache_size: int = 4096
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        return cls(
+            max_batch=int(_env("MAX_BATCH", cls.max_batch)),
+            max_body_bytes=int(_env("MAX_BODY_MB", cls.max_body_bytes / (1 << 20)) * (1 << 20)),
+            max_code_bytes=int(_env("MAX_CODE_KB", cls.max_code_bytes / 1024) * 1024),
+            max_timeout_s=_env("MAX_TIMEOUT_S", cls.max_timeout_s),
+            max_memory_mb=int(_env("MAX_MEMORY_MB", cls.max_memory_mb)),
+            max_item_s=_env("MAX_ITEM_S", cls.max_item_s),
+            pool_size=int(_env("POOL_SIZE", 0)),
+            backend=os.environ.get("REWARDBOX_BACKEND", "auto"),
+            lint_cache_size=int(_env("LINT_CACHE_SIZE", cls.lint_cache_size)),
+        )

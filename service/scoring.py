@@ -1,0 +1,120 @@
+"""Score one item: run its tests, grade each component that its profile needs, aggregate the reward.
+
+Plain Python, no HTTP: the routes call Scorer.score(). Any fault of ours ends as infra_error with reward null.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+
+from graders.efficiency import EfficiencyReport, against_limits, against_reference
+from graders.executability import executability
+from graders.outcome import Outcome
+from graders.pass_rate import pass_rate
+from graders.quality import QualityGrader, QualityReport
+from graders.tests import job_limits, run_tests
+from sandboxes import Job, SandboxPool, Status
+
+from .config import Settings
+from .models import Execution, ItemResult, RewardItem, TestVerdict
+from .reward import aggregate, components_needed, weights_for
+
+log = logging.getLogger("rewardbox.scoring")
+OUTPUT_IN_RESPONSE = 8192
+
+
+class Scorer:
+    def __init__(self, pool: SandboxPool, settings: Settings) -> None:
+        self.pool = pool
+        self.settings = settings
+        self.quality = QualityGrader(pool, settings.lint_cache_size)
+        self._baseline_kb: int | None = None
+
+    async def baseline_kb(self) -> int:
+        """Peak memory of a program that does nothing: the floor that memory scores are measured above."""
+        if self._baseline_kb is None:
+            result = await self.pool.run(Job("run", program={"code": "pass"}))
+            if result.status == Status.OK:
+                self._baseline_kb = result.peak_memory_kb
+        return self._baseline_kb or 0
+
+    async def score(self, item: RewardItem) -> ItemResult:
+        rollout_id = uuid.uuid4().hex
+        try:
+            return await self._score(item, rollout_id)
+        except Exception as e:  # noqa: BLE001 - never a verdict on the program
+            log.exception("scoring failed")
+            return ItemResult(id=item.id, rollout_id=rollout_id, status="infra_error", reward=None,
+                              profile=item.profile, message=f"internal error: {type(e).__name__}: {e}")
+
+    async def _score(self, item: RewardItem, rollout_id: str) -> ItemResult:
+        started = time.perf_counter()
+        weights = weights_for(item.profile, item.weights)
+        needed = components_needed(item.profile, weights)
+        limits = job_limits(item.limits.timeout_s, item.limits.memory_mb, self.settings.max_item_s)
+        tests_task = run_tests(self.pool, item.code, item.tests, limits)
+        if "quality" in needed and item.language == "python":
+            outcome, quality = await asyncio.gather(tests_task, self.quality.grade(item.code))
+        else:
+            outcome, quality = await tests_task, None
+        timings = {"tests_ms": (time.perf_counter() - started) * 1000}
+        base = ItemResult(id=item.id, rollout_id=rollout_id, status=outcome.status, reward=None,
+                          profile=item.profile, weights=weights, message=outcome.message,
+                          tests=[TestVerdict(**v.__dict__) for v in outcome.verdicts],
+                          execution=_execution(outcome), flags=outcome.flags)
+        if outcome.ours:
+            return base
+        if quality is not None and quality.reason == "sandbox error":
+            base.status, base.message = "infra_error", "the linter's sandbox failed"
+            return base
+        efficiency = None
+        if "efficiency" in needed:
+            t = time.perf_counter()
+            efficiency = await self._efficiency(item, outcome, limits)
+            timings["efficiency_ms"] = (time.perf_counter() - t) * 1000
+            if efficiency.reason == "sandbox error":
+                base.status, base.message = "infra_error", "the reference solution's sandbox failed"
+                return base
+        components = {
+            "executability": executability(outcome),
+            "pass_rate": pass_rate(outcome),
+            "quality": quality.score if quality and "quality" in needed else None,
+            "efficiency": efficiency.score if efficiency else None,
+        }
+        base.components = components
+        base.reward = aggregate(item.profile, weights, components, outcome.status, outcome.all_passed,
+                                bool(outcome.flags), item.flag_penalty)
+        base.details = _details(quality, efficiency, timings)
+        return base
+
+    async def _efficiency(self, item: RewardItem, outcome: Outcome, limits) -> EfficiencyReport:
+        if not outcome.all_passed:
+            return EfficiencyReport(None, reason="measured only for programs that pass every test")
+        baseline = await self.baseline_kb()
+        if item.reference_code:
+            ref = await run_tests(self.pool, item.reference_code, item.tests, limits)
+            if ref.status == "infra_error":
+                return EfficiencyReport(None, reason="sandbox error")
+            return against_reference(outcome, ref, baseline)
+        return against_limits(outcome, item.limits.timeout_s, item.limits.memory_mb, baseline)
+
+
+def _execution(outcome: Outcome) -> Execution:
+    return Execution(wall_ms=round(outcome.wall_ms, 3), cpu_ms=round(outcome.cpu_ms, 3),
+                     peak_memory_kb=outcome.peak_memory_kb,
+                     stdout=outcome.stdout[:OUTPUT_IN_RESPONSE], stderr=outcome.stderr[:OUTPUT_IN_RESPONSE],
+                     truncated=outcome.truncated or len(outcome.stdout) > OUTPUT_IN_RESPONSE
+                     or len(outcome.stderr) > OUTPUT_IN_RESPONSE)
+
+
+def _details(quality: QualityReport | None, efficiency: EfficiencyReport | None, timings: dict) -> dict:
+    details: dict = {"timings": {k: round(v, 3) for k, v in timings.items()}}
+    if quality is not None:
+        details["quality"] = quality.details()
+    if efficiency is not None:
+        details["efficiency"] = {"time_score": efficiency.time_score, "memory_score": efficiency.memory_score,
+                                 "inputs": efficiency.inputs, "reason": efficiency.reason}
+    return details
