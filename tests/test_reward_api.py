@@ -68,7 +68,8 @@ def test_a_raising_case_is_a_failed_case_not_a_crash(api):
 def test_humaneval_check_function_cases_are_split_and_constant_asserts_ignored(api):
     tests = {"kind": "assert", "entry_point": "add",
              "test_code": "METADATA = {}\n\ndef check(candidate):\n    assert candidate(1, 2) == 3\n"
-                          "    assert True, 'not a case'\n    for i in range(5):\n        assert candidate(i, i) == 2 * i\n"}
+                          "    assert True, 'not a case'\n"
+                          "    for i in range(5):\n        assert candidate(i, i) == 2 * i\n"}
     res = post(api, code=ADD, tests=tests)
     assert [t["passed"] for t in res["tests"]] == [True, True]
 
@@ -83,7 +84,8 @@ def test_missing_entry_point_is_not_executable(api):
 def test_function_cases_with_solution_class_and_float_tolerance(api):
     code = "class Solution:\n    def half(self, x):\n        return x / 2 + 1e-9\n"
     tests = {"kind": "function", "entry_point": "half", "float_tol": 1e-6,
-             "cases": [{"args": [3], "expected": 1.5}, {"args": [4], "expected": 2}, {"kwargs": {"x": 1}, "expected": 9}]}
+             "cases": [{"args": [3], "expected": 1.5}, {"args": [4], "expected": 2},
+                       {"kwargs": {"x": 1}, "expected": 9}]}
     res = post(api, code=code, tests=tests, profile="binary")
     assert [t["passed"] for t in res["tests"]] == [True, True, False]
 
