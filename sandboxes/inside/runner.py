@@ -24,6 +24,7 @@ import resource
 import select
 import signal
 import socket
+import stat
 import sys
 import time
 import traceback
@@ -410,6 +411,7 @@ class Runner:
         cand = CandidateSlot(self, {**limits, "cpu_s": limits["total_s"]}, job["candidate"])
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         to_cand, from_cand = cand.spawn()
+        marks = {"candidate_spawned_ms": (time.monotonic() - started) * 1000}
         self.used_uids.add(self.judge_uid)
         judge_pid = self._fork()
         if judge_pid == 0:
@@ -445,7 +447,10 @@ class Runner:
                     os.close(from_c)
                 elif kind == "done":
                     done = frame
+                    marks["judge_done_ms"] = (time.monotonic() - started) * 1000
                 else:
+                    if kind == "load":
+                        marks["loaded_ms"] = (time.monotonic() - started) * 1000
                     events.append(frame)
             if reader.eof and done is None:
                 judge_error = "judge exited without a verdict"
@@ -457,6 +462,7 @@ class Runner:
         res = cand.result()
         res["wall_ms"] = (time.monotonic() - started) * 1000.0
         res["events"] = events
+        res["timings"] = {k: round(v, 3) for k, v in marks.items()}
         if judge_error == "timeout":
             res["status"] = "timeout"
             res["error"] = "whole job exceeded total_s"
@@ -628,6 +634,10 @@ class Proc:
                     deadline = now + 2.0  # the kill must land; pipes held by escaped children get closed too
                 else:
                     break  # exited, but a descendant keeps the pipes open: the cleaner kills it
+            elif self.exit is not None and self.killed_for:
+                # We killed it and the kill has landed: only an escaped descendant can still hold the pipes.
+                # Drain what is buffered, but never wait out the kill grace on its account.
+                deadline = min(deadline, now + 0.1)
             self.pump(min(deadline - now, 0.5) if deadline > now else 0.05)
         for fd in list(self.fds):
             os.close(fd)
@@ -746,31 +756,65 @@ class CandidateSlot:
 
 def _wipe_owned(root: str, uid: int, keep: tuple[str, ...]) -> None:
     """Remove everything below root that uid owns, except the dirs in keep (run as uid: links are removed,
-    never followed, so planted symlinks cannot redirect the wipe)."""
+    never followed, so planted symlinks cannot redirect the wipe).
+
+    Iterative and relative to the working directory (the cleaner is a throw-away process, free to chdir):
+    neither the depth of a planted tree nor its path length (past PATH_MAX) can make a part of it survive."""
+    keep_ids = set()
+    for path in keep:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        keep_ids.add((st.st_dev, st.st_ino))
     try:
-        entries = list(os.scandir(root))
+        os.chdir(root)
     except OSError:
         return
-    for entry in entries:
+    pending = [_listdir_here()]  # per level: the names still to visit
+    entered: list[tuple[str, bool]] = []  # per level below root: (name, remove it on the way back)
+    while pending:
+        if not pending[-1]:
+            pending.pop()
+            if entered:
+                name, remove = entered.pop()
+                os.chdir("..")
+                if remove:
+                    try:
+                        os.rmdir(name)
+                    except OSError:
+                        pass
+            continue
+        name = pending[-1].pop()
         try:
-            st = entry.stat(follow_symlinks=False)
+            st = os.lstat(name)
         except OSError:
             continue
         owned = st.st_uid == uid
-        if entry.is_dir(follow_symlinks=False):
+        if stat.S_ISDIR(st.st_mode):
             if owned:
-                os.chmod(entry.path, 0o700)
-            _wipe_owned(entry.path, uid, keep)
-            if owned and entry.path not in keep:
                 try:
-                    os.rmdir(entry.path)
+                    os.chmod(name, 0o700)
                 except OSError:
                     pass
+            try:
+                os.chdir(name)  # a directory, not a link (lstat); every process of uid is dead by now
+            except OSError:
+                continue
+            entered.append((name, owned and (st.st_dev, st.st_ino) not in keep_ids))
+            pending.append(_listdir_here())
         elif owned:
             try:
-                os.unlink(entry.path)
+                os.unlink(name)
             except OSError:
                 pass
+
+
+def _listdir_here() -> list[str]:
+    try:
+        return os.listdir(".")
+    except OSError:
+        return []
 
 
 def _pids_of_uid(uid: int, zombies: bool = False) -> list[int]:
@@ -818,6 +862,10 @@ def serve(sock_path: str, uid_base: int, oom_control: str | None) -> None:
             os.unlink(path)
         except FileNotFoundError:
             pass
+    import judge  # noqa: F401 - judges are forked from here: import once, not per job
+    import seccomp
+
+    seccomp.prepare()  # likewise: build the filter once; judges and cleaners inherit it
     runner = Runner(uid_base, oom_control)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(sock_path)
