@@ -238,3 +238,21 @@ async def test_a_fault_of_ours_is_infra_error_with_null_reward():
     await pool.close()  # every job on a closed pool is our failure, not the program's
     res = await Scorer(pool, Settings()).score(RewardItem(code=ADD, tests=ADD_TESTS))
     assert res.status == "infra_error" and res.reward is None
+
+
+def test_suppression_pragmas_do_not_raise_quality(api):
+    messy = "import os,sys\ndef f( x ):\n  l=[]\n  for i in range(x): l.append(i)\n  return l\n"
+    pragma = "# pylint: disable=all\n" + messy.replace("\n", "  # noqa\n")
+    plain = post(api, code=messy, profile="seed")
+    hidden = post(api, code=pragma, profile="seed")
+    assert hidden["components"]["quality"] <= plain["components"]["quality"]
+    assert hidden["details"]["quality"]["suppressions"] >= 6
+    assert hidden["details"]["quality"]["messages"]
+
+
+def test_quality_is_cached_by_content_hash(api):
+    code = "def twice(x):\n    '''Double x.'''\n    return 2 * x\n"
+    first = post(api, code=code, profile="seed")
+    again = post(api, code=code, profile="seed")
+    assert again["details"]["quality"]["cached"] is True
+    assert again["components"]["quality"] == first["components"]["quality"]

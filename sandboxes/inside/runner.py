@@ -412,7 +412,8 @@ class Runner:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         to_cand, from_cand = cand.spawn()
         marks = {"candidate_spawned_ms": (time.monotonic() - started) * 1000}
-        self.used_uids.add(self.judge_uid)
+        if job["judge"].get("kind") == "pytest":  # the only judge that writes files (its test module, tmp)
+            self.used_uids.add(self.judge_uid)
         judge_pid = self._fork()
         if judge_pid == 0:
             _judge_child(self, job, limits, theirs, [to_cand, from_cand], cand.pid)
@@ -458,6 +459,8 @@ class Runner:
         cand.finish_current("ok")
         _kill_quietly(judge_pid)
         status = self._wait_child(judge_pid, 2.0)
+        if _pids_of_uid(self.judge_uid):  # the judge left processes: the full clean-up, as for any job uid
+            self.used_uids.add(self.judge_uid)
         ours.close()
         res = cand.result()
         res["wall_ms"] = (time.monotonic() - started) * 1000.0
