@@ -46,8 +46,17 @@ def lint(code: str, path: str) -> dict:
     with open(path, "w") as f:
         f.write(clean)
     reporter = CollectingReporter()
-    run = Run([*PYLINT_ARGS, path], reporter=reporter, exit=False)
-    score = getattr(run.linter.stats, "global_note", 0.0) or 0.0
+    if _warm_linter is not None:  # reuse the zygote's configured linter: ~4 ms instead of ~17 ms per file
+        from pylint.utils import LinterStats
+
+        linter = _warm_linter
+        linter.set_reporter(reporter)
+        linter.stats = LinterStats()
+        linter.check([path])
+        linter.generate_reports()
+    else:
+        linter = Run([*PYLINT_ARGS, path], reporter=reporter, exit=False).linter
+    score = getattr(linter.stats, "global_note", 0.0) or 0.0
     fatal = any(m.msg_id.startswith(("E0001", "F")) for m in reporter.messages)
     try:
         mi = float(mi_visit(clean, multi=True))
@@ -66,13 +75,27 @@ def lint(code: str, path: str) -> dict:
     }
 
 
+_warm_linter = None
+
+
 def warm_up() -> None:
     """Import and exercise the linter once so that forked children lint warm (astroid caches included)."""
     import tempfile
 
     os.environ["PYLINTHOME"] = "/nonexistent/pylint"  # read at import; --persistent=n then never writes
+    global _warm_linter
+    from pylint.lint import Run
+    from pylint.reporters import CollectingReporter
+
     with tempfile.TemporaryDirectory() as d:
-        lint("import os\n\n\ndef f(x):\n    return os.path.join(x, 'a')\n", os.path.join(d, "warm.py"))
+        path = os.path.join(d, "warm.py")
+        with open(path, "w") as f:
+            f.write("import os\n\n\ndef f(x):\n    return os.path.join(x, 'a')\n")
+        _warm_linter = Run([*PYLINT_ARGS, path], reporter=CollectingReporter(), exit=False).linter
+        lint("def g(y):\n    return [y]\n", os.path.join(d, "warm2.py"))
+    import gc
+
+    gc.freeze()  # the linter's objects are now permanent: forked children do not copy them for the collector
 
 
 def main(code: str) -> None:
