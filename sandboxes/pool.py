@@ -50,13 +50,13 @@ class SandboxPool:
         backend: Backend | None = None,
         size: int | None = None,
         spec: SandboxSpec | None = None,
-        max_jobs: int = 1000,
+        max_jobs: int | None = None,
         acquire_timeout_s: float = 60.0,
     ) -> None:
         self.backend = backend or choose_backend()
         self.size = size or int(os.environ.get("REWARDBOX_POOL_SIZE") or os.cpu_count() or 1)
         self.spec = spec or SandboxSpec()
-        self.max_jobs = max_jobs
+        self.max_jobs = max_jobs or int(os.environ.get("REWARDBOX_SANDBOX_MAX_JOBS") or 1000)
         self.acquire_timeout_s = acquire_timeout_s
         self.stats = PoolStats(size=self.size)
         self._idle: asyncio.Queue[Sandbox] = asyncio.Queue()

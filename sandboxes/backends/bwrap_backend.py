@@ -22,6 +22,7 @@ from ..image import image_tag, rootfs_dir, rootfs_ready
 from .base import RUNNER_DIR, SandboxSpec, runner_command
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
+OOM_FILE = "/run/rewardbox/oom_control"  # inside the sandbox
 
 
 class Cgroup:
@@ -62,6 +63,14 @@ class Cgroup:
         """Move the calling process (the child before exec) into the cgroup."""
         for path in self.paths:
             (path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def oom_file(self) -> str | None:
+        """The file whose "oom_kill N" line counts the kernel's OOM kills in this cgroup, if any."""
+        for path in self.paths:
+            for name in ("memory.events", "memory.oom_control"):
+                if (path / name).exists():
+                    return str(path / name)
+        return None
 
     def oom_kills(self) -> int:
         for path in self.paths:
@@ -123,8 +132,11 @@ class BubblewrapBackend:
         if not rootfs_ready():
             raise RuntimeError(f"sandbox root filesystem {rootfs_dir()} not built: run `make image`")
 
-    def command(self, uid_base: int, spec: SandboxSpec, sock_dir: str) -> list[str]:
+    def command(self, uid_base: int, spec: SandboxSpec, sock_dir: str, oom_file: str | None = None) -> list[str]:
         tmpfs = str(spec.tmpfs_mb << 20)
+        # The runner tells a job killed by the kernel's OOM killer (memory_limit) from the cgroup's counter,
+        # bound read-only into its private (0700) socket directory.
+        oom = ["--ro-bind", oom_file, OOM_FILE] if oom_file else []
         return [
             self.bwrap,
             "--ro-bind", str(rootfs_dir()), "/",
@@ -133,7 +145,7 @@ class BubblewrapBackend:
             "--size", tmpfs, "--perms", "1777", "--tmpfs", "/tmp",
             "--size", tmpfs, "--perms", "0755", "--tmpfs", "/scratch",
             "--ro-bind", str(RUNNER_DIR), "/opt/rewardbox",
-            "--bind", sock_dir, "/run/rewardbox",
+            "--bind", sock_dir, "/run/rewardbox", *oom,
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
             "--hostname", "sandbox",
             "--die-with-parent", "--new-session",
@@ -141,7 +153,7 @@ class BubblewrapBackend:
             *[arg for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN") for arg in ("--cap-add", cap)],
             "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
             "--chdir", "/",
-            *runner_command(uid_base),
+            *runner_command(uid_base, OOM_FILE if oom_file else None),
         ]
 
     async def start(self, uid_base: int, spec: SandboxSpec) -> BubblewrapSandbox:
@@ -156,7 +168,7 @@ class BubblewrapBackend:
         with open(os.path.join(sock_dir, "runner.log"), "wb") as log:  # the runner's own faults, for debugging
             proc = await asyncio.to_thread(
                 subprocess.Popen,
-                self.command(uid_base, spec, sock_dir),
+                self.command(uid_base, spec, sock_dir, cgroup.oom_file()),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,

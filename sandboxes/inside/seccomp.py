@@ -19,6 +19,9 @@ DENIED = (
     "name_to_handle_at", "fanotify_init", "lookup_dcookie", "kcmp", "vhangup", "iopl", "ioperm", "clock_settime",
     "settimeofday", "clock_adjtime", "fsopen", "fsmount", "fsconfig", "fspick", "move_mount", "open_tree",
     "pidfd_getfd", "mount_setattr", "personality", "uselib", "nfsservctl", "move_pages", "migrate_pages",
+    # System V IPC objects outlive the job that made them (the sandbox's IPC namespace lives as long as the
+    # sandbox), so one job could leave data or pinned memory for the next: no job may create any.
+    "shmget", "msgget", "semget",
 )
 NAMESPACE_FLAGS = (0x00020000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000, 0x02000000)
 
