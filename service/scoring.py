@@ -32,13 +32,16 @@ class Scorer:
         self.settings = settings
         self.quality = QualityGrader(pool, settings.lint_cache_size)
         self._baseline_kb: int | None = None
+        self._baseline_lock = asyncio.Lock()
 
     async def baseline_kb(self) -> int:
-        """Peak memory of a program that does nothing: the floor that memory scores are measured above."""
-        if self._baseline_kb is None:
-            result = await self.pool.run(Job("run", program={"code": "pass"}))
-            if result.status == Status.OK:
-                self._baseline_kb = result.peak_memory_kb
+        """Peak memory of a program that does nothing: the floor that memory scores are measured above.
+        Measured once; concurrent callers wait for the one measurement."""
+        async with self._baseline_lock:
+            if self._baseline_kb is None:
+                result = await self.pool.run(Job("run", program={"code": "pass"}))
+                if result.status == Status.OK:
+                    self._baseline_kb = result.peak_memory_kb
         return self._baseline_kb or 0
 
     async def score(self, item: RewardItem) -> ItemResult:
