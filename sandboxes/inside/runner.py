@@ -269,10 +269,15 @@ class Runner:
         self.children: dict[int, int | None] = {}  # our own children -> exit status once reaped
         self.jobs_done = 0
         self.used_uids: set[int] = set()
-        for uid, path in self.dirs.items():
-            os.makedirs(path, mode=0o700, exist_ok=True)
-            os.chmod(path, 0o700)  # before chown: without CAP_FOWNER root cannot chmod what it gave away
-            os.chown(path, uid, uid)
+        # The candidate's home is root-owned and sticky (like /tmp), so the runner can see at a glance whether a
+        # job left files; the judge's home belongs to the judge alone (the candidate must not read it).
+        cand_home = self.dirs[self.cand_uid]
+        os.makedirs(cand_home, exist_ok=True)
+        os.chmod(cand_home, 0o1777)
+        judge_home = self.dirs[self.judge_uid]
+        os.makedirs(judge_home, mode=0o700, exist_ok=True)
+        os.chmod(judge_home, 0o700)  # before chown: without CAP_FOWNER root cannot chmod what it gave away
+        os.chown(judge_home, self.judge_uid, self.judge_uid)
         self.zygote = self._start_zygote()
         self.lint_zygote = self._start_zygote()
         self.lint_warm = False
@@ -320,6 +325,8 @@ class Runner:
 
     def clean_uid(self, uid: int) -> bool:
         """Kill every process of uid and wipe the files it owns. True when nothing is left behind."""
+        if uid == self.cand_uid and not _pids_of_uid(uid) and _empty("/tmp") and _empty(self.dirs[uid]):
+            return True  # nothing running, nothing written: no cleaner needed (the common case)
         pid = self._fork()
         if pid == 0:
             try:
@@ -337,7 +344,8 @@ class Runner:
                         break
                     time.sleep(0.0005)  # killed ones linger as zombies until the runner reaps them
                 home = self.dirs[uid]
-                os.chmod(home, 0o700)
+                if os.stat(home).st_uid == uid:
+                    os.chmod(home, 0o700)
                 for root in WRITABLE_ROOTS:
                     _wipe_owned(root, uid, keep=(home,))
                 os._exit(0)
@@ -820,6 +828,11 @@ def _listdir_here() -> list[str]:
         return []
 
 
+def _empty(path: str) -> bool:
+    with os.scandir(path) as it:
+        return next(it, None) is None
+
+
 def _pids_of_uid(uid: int, zombies: bool = False) -> list[int]:
     pids = []
     me = str(os.getpid())
@@ -870,6 +883,9 @@ def serve(sock_path: str, uid_base: int, oom_control: str | None) -> None:
 
     seccomp.prepare()  # likewise: build the filter once; judges and cleaners inherit it
     runner = Runner(uid_base, oom_control)
+    import gc
+
+    gc.freeze()  # forked judges and cleaners then copy fewer pages for the garbage collector
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(sock_path)
     os.chmod(sock_path, 0o600)
