@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -39,6 +41,29 @@ class Backend(Protocol):
     async def remove_stale(self) -> int: ...
 
     def image_id(self) -> str: ...
+
+
+SOCKETS_ROOT = Path(tempfile.gettempdir()) / "rewardbox-sockets"
+
+
+def socket_root() -> Path:
+    """This process's directory of sandbox socket dirs (root-only): /tmp/rewardbox-sockets/<pid>."""
+    SOCKETS_ROOT.mkdir(mode=0o700, exist_ok=True)
+    own = SOCKETS_ROOT / str(os.getpid())
+    own.mkdir(mode=0o700, exist_ok=True)
+    return own
+
+
+def remove_stale_socket_dirs() -> int:
+    """Socket dirs of rewardbox processes that no longer run (they died without closing their pools)."""
+    removed = 0
+    if SOCKETS_ROOT.is_dir():
+        for entry in SOCKETS_ROOT.iterdir():
+            if not entry.name.isdigit() or owner_alive(f"{os.uname().nodename}:{entry.name}"):
+                continue
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += 1
+    return removed
 
 
 def runner_command(uid_base: int, oom_control: str | None = None) -> list[str]:

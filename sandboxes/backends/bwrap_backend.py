@@ -1,7 +1,7 @@
 """Bubblewrap backend: the same runner under bwrap namespaces, for hosts without a Docker engine.
 
 The root filesystem is the sandbox image's (built offline by sandboxes/image/build.sh), bound read-only.
-New pid, ipc, uts, net (loopback only) and mount namespaces; tmpfs /tmp and /scratch with size caps; the
+New pid, ipc, uts, net (loopback only) and mount namespaces; tmpfs /tmp and /scratch with size and inode caps; the
 runner keeps only the capabilities it needs. Memory and pids are capped by a cgroup when the host lets us
 create one (root on cgroup v1 or v2); the runner's rlimits apply either way. Requires root: the runner must
 switch between distinct unprivileged uids, which an unprivileged user namespace cannot map.
@@ -10,6 +10,7 @@ switch between distinct unprivileged uids, which an unprivileged user namespace 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import shutil
 import signal
@@ -19,10 +20,23 @@ import uuid
 from pathlib import Path
 
 from ..image import image_tag, rootfs_dir, rootfs_ready
-from .base import RUNNER_DIR, SandboxSpec, runner_command
+from .base import RUNNER_DIR, SandboxSpec, remove_stale_socket_dirs, runner_command, socket_root
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
 OOM_FILE = "/run/rewardbox/oom_control"  # inside the sandbox
+_libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNS, MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x00020000, 0x2, 0x4, 0x4000, 0x40000
+
+
+def _mount_scratch_tmpfs(mounts: list[tuple[bytes, bytes]]) -> None:
+    """In the child, before it execs bwrap: a private mount namespace holding the sandbox's two tmpfs, which bwrap
+    then binds to /tmp and /scratch. bwrap's own --tmpfs cannot cap inodes (nr_inodes); mounted here, they can.
+    Nothing reaches the host's mount table, and the mounts go with the sandbox's last process."""
+    if _libc.unshare(CLONE_NEWNS) != 0 or _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "private mount namespace")
+    for target, options in mounts:
+        if _libc.mount(b"tmpfs", target, b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
+            raise OSError(ctypes.get_errno(), f"tmpfs on {target!r}")
 
 
 class Cgroup:
@@ -114,6 +128,7 @@ class BubblewrapSandbox:
                 break
             await asyncio.sleep(0.02)
         shutil.rmtree(self.sock_dir, ignore_errors=True)
+        shutil.rmtree(self.sock_dir + "-fs", ignore_errors=True)  # empty mount points: the tmpfs went with it
 
 
 class BubblewrapBackend:
@@ -121,7 +136,6 @@ class BubblewrapBackend:
 
     def __init__(self) -> None:
         self.bwrap = shutil.which("bwrap") or "bwrap"
-        self.sock_root = Path(tempfile.gettempdir()) / "rewardbox-sockets"
 
     def image_id(self) -> str:
         return f"rootfs:{image_tag()}"
@@ -133,7 +147,7 @@ class BubblewrapBackend:
             raise RuntimeError(f"sandbox root filesystem {rootfs_dir()} not built: run `make image`")
 
     def command(self, uid_base: int, spec: SandboxSpec, sock_dir: str, oom_file: str | None = None) -> list[str]:
-        tmpfs = str(spec.tmpfs_mb << 20)
+        """The bwrap command line; /tmp and /scratch come from sock_dir + "-fs" (see _mount_scratch_tmpfs)."""
         # The runner tells a job killed by the kernel's OOM killer (memory_limit) from the cgroup's counter,
         # bound read-only into its private (0700) socket directory.
         oom = ["--ro-bind", oom_file, OOM_FILE] if oom_file else []
@@ -142,8 +156,8 @@ class BubblewrapBackend:
             "--ro-bind", str(rootfs_dir()), "/",
             "--proc", "/proc",
             "--dev", "/dev",
-            "--size", tmpfs, "--perms", "1777", "--tmpfs", "/tmp",
-            "--size", tmpfs, "--perms", "0755", "--tmpfs", "/scratch",
+            "--bind", os.path.join(sock_dir + "-fs", "tmp"), "/tmp",
+            "--bind", os.path.join(sock_dir + "-fs", "scratch"), "/scratch",
             "--ro-bind", str(RUNNER_DIR), "/opt/rewardbox",
             "--bind", sock_dir, "/run/rewardbox", *oom,
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
@@ -157,13 +171,19 @@ class BubblewrapBackend:
         ]
 
     async def start(self, uid_base: int, spec: SandboxSpec) -> BubblewrapSandbox:
-        self.sock_root.mkdir(mode=0o700, exist_ok=True)
-        sock_dir = tempfile.mkdtemp(prefix="sbx-", dir=self.sock_root)
+        sock_dir = tempfile.mkdtemp(prefix="sbx-", dir=socket_root())
         cgroup = Cgroup(f"sbx-{uuid.uuid4().hex[:12]}", spec)
+        mounts = []
+        for name, mode in (("tmp", "1777"), ("scratch", "0755")):
+            target = os.path.join(sock_dir + "-fs", name)
+            os.makedirs(target, mode=0o700)
+            options = f"size={spec.tmpfs_mb}m,nr_inodes={spec.tmpfs_inodes},mode={mode}"
+            mounts.append((target.encode(), options.encode()))
 
         def child_setup() -> None:
             os.setsid()
             cgroup.enter()
+            _mount_scratch_tmpfs(mounts)
 
         with open(os.path.join(sock_dir, "runner.log"), "wb") as log:  # the runner's own faults, for debugging
             proc = await asyncio.to_thread(
@@ -172,13 +192,13 @@ class BubblewrapBackend:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
-                preexec_fn=child_setup,  # noqa: PLW1509 - only os calls between fork and exec
+                preexec_fn=child_setup,  # noqa: PLW1509 - only os and libc calls between fork and exec
             )
         return BubblewrapSandbox(proc, sock_dir, cgroup)
 
     async def remove_stale(self) -> int:
-        """bwrap sandboxes die with their parent (--die-with-parent): only empty cgroups can be left."""
-        removed = 0
+        """bwrap sandboxes die with their parent (--die-with-parent): only cgroups and socket dirs can be left."""
+        removed = remove_stale_socket_dirs()
         for parent in (CGROUP_V1 / "rewardbox", CGROUP_V1 / "memory" / "rewardbox", CGROUP_V1 / "pids" / "rewardbox"):
             if parent.is_dir():
                 for child in parent.iterdir():

@@ -6,14 +6,23 @@ import asyncio
 import os
 import shutil
 import tempfile
+import time
 import uuid
-from pathlib import Path
 
 import docker
 from docker.errors import NotFound
 
 from ..image import image_name
-from .base import LABEL, RUNNER_DIR, SandboxSpec, owner_alive, owner_tag, runner_command
+from .base import (
+    LABEL,
+    RUNNER_DIR,
+    SandboxSpec,
+    owner_alive,
+    owner_tag,
+    remove_stale_socket_dirs,
+    runner_command,
+    socket_root,
+)
 
 # The runner needs exactly these: switch to the job uids, kill their leftovers, give them their scratch dir.
 RUNNER_CAPS = ["SETUID", "SETGID", "KILL", "CHOWN"]
@@ -58,7 +67,9 @@ class DockerBackend:
     def __init__(self, image: str | None = None) -> None:
         self.client = docker.from_env(timeout=60)
         self.image = image or os.environ.get("REWARDBOX_IMAGE") or image_name()
-        self.sock_root = Path(tempfile.gettempdir()) / "rewardbox-sockets"
+        # Tells this backend's containers from those of other pools in the same process (same owner tag):
+        # remove_own() must never take another pool's live sandboxes with it.
+        self.instance = uuid.uuid4().hex[:12]
 
     def image_id(self) -> str:
         try:
@@ -73,8 +84,7 @@ class DockerBackend:
             raise RuntimeError(f"sandbox image {self.image} not found: run `make image`") from None
 
     async def start(self, uid_base: int, spec: SandboxSpec) -> DockerSandbox:
-        self.sock_root.mkdir(mode=0o700, exist_ok=True)
-        sock_dir = tempfile.mkdtemp(prefix="sbx-", dir=self.sock_root)
+        sock_dir = tempfile.mkdtemp(prefix="sbx-", dir=socket_root())
         tmpfs_opts = f"rw,nosuid,nodev,noexec,size={spec.tmpfs_mb}m,nr_inodes={spec.tmpfs_inodes}"
 
         def run() -> str:
@@ -83,7 +93,7 @@ class DockerBackend:
                 command=runner_command(uid_base, "/sys/fs/cgroup/memory/memory.oom_control"),
                 name=f"rewardbox-{uuid.uuid4().hex[:12]}",
                 detach=True,
-                labels={LABEL: "1", "rewardbox.owner": owner_tag()},
+                labels={LABEL: "1", "rewardbox.owner": owner_tag(), "rewardbox.backend": self.instance},
                 network_mode="none",
                 ipc_mode="none",
                 read_only=True,
@@ -117,7 +127,7 @@ class DockerBackend:
         """Remove sandboxes left by a crashed rewardbox process on this host."""
 
         def sweep() -> int:
-            removed = 0
+            removed = remove_stale_socket_dirs()
             for c in self.client.containers.list(all=True, filters={"label": LABEL}):
                 if not owner_alive(c.labels.get("rewardbox.owner", "")):
                     c.remove(force=True)
@@ -127,11 +137,25 @@ class DockerBackend:
         return await asyncio.to_thread(sweep)
 
     async def remove_own(self) -> int:
+        """Remove this backend's containers (e.g. one whose start was cancelled by close()), and no one else's."""
+
         def sweep() -> int:
             removed = 0
-            for c in self.client.containers.list(all=True, filters={"label": f"rewardbox.owner={owner_tag()}"}):
-                c.remove(force=True)
-                removed += 1
+            own = [f"rewardbox.owner={owner_tag()}", f"rewardbox.backend={self.instance}"]
+            for _ in range(100):  # until none is left: a removal already under way (a cancelled destroy) must end
+                containers = self.client.containers.list(all=True, filters={"label": own})
+                if not containers:
+                    break
+                for c in containers:
+                    try:
+                        c.remove(force=True)
+                        removed += 1
+                    except NotFound:
+                        pass
+                    except docker.errors.APIError as e:
+                        if "already in progress" not in str(e):
+                            raise
+                time.sleep(0.1)
             return removed
 
         return await asyncio.to_thread(sweep)

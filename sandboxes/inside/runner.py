@@ -146,6 +146,9 @@ def _run_python_main(code: str, filename: str) -> None:
     import builtins
     import threading
 
+    # As the interpreter does at start-up: a write to a closed pipe raises BrokenPipeError rather than killing
+    # the program (SIGXFSZ stays default: a file over RLIMIT_FSIZE ends the job as output_limit).
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     sys.path[:] = [os.getcwd()] + [p for p in sys.path if p != HERE]
     for name in [m for m in sys.modules if m in ("wire", "seccomp", "runner", "__main__")]:
         del sys.modules[name]

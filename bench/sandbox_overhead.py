@@ -1,0 +1,153 @@
+"""Benchmark: the round trip of a trivial job through the warm sandbox pool, against starting a fresh sandbox.
+
+    .venv/bin/python bench/sandbox_overhead.py            # table
+    .venv/bin/python bench/sandbox_overhead.py --json     # one JSON document
+
+Measured in the same run, all with the program `pass`:
+  pool[<backend>]   serial round trips of Job("run", {"code": "pass"}) through a warm SandboxPool (each backend
+                    that is available), then throughput with os.cpu_count() jobs in flight
+  docker run        `docker run --rm <sandbox image> python3 -c pass` per job (a fresh container each time)
+  subprocess        a fresh `/usr/bin/python3 -c pass` per job on the host (no isolation at all: the floor)
+Prints numbers; it is not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from sandboxes import Job, Limits, SandboxPool, Status, choose_backend  # noqa: E402
+from sandboxes.backends import bubblewrap_available, docker_available  # noqa: E402
+from sandboxes.image import image_name  # noqa: E402
+
+TRIVIAL = Job("run", program={"code": "pass"}, limits=Limits(wall_s=10, cpu_s=10))
+WARMUP = 10
+
+
+def summarize(samples_s: list[float]) -> dict[str, float]:
+    ms = sorted(s * 1000.0 for s in samples_s)
+    p95 = ms[min(len(ms) - 1, max(0, round(0.95 * len(ms)) - 1))]  # nearest rank
+    return {"n": len(ms), "median_ms": statistics.median(ms), "p95_ms": p95, "mean_ms": statistics.fmean(ms),
+            "min_ms": ms[0], "max_ms": ms[-1]}
+
+
+async def bench_pool(backend: str, n: int, throughput_jobs: int, concurrency: int) -> dict[str, Any]:
+    pool = SandboxPool(choose_backend(backend), size=concurrency, acquire_timeout_s=120)
+    started = time.perf_counter()
+    await pool.start()
+    start_s = time.perf_counter() - started
+    try:
+        for _ in range(WARMUP):
+            await _checked(pool)
+        serial = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            await _checked(pool)
+            serial.append(time.perf_counter() - t0)
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one() -> None:
+            async with sem:
+                await _checked(pool)
+
+        await asyncio.gather(*(one() for _ in range(concurrency * 2)))  # every sandbox warm
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(throughput_jobs)))
+        elapsed = time.perf_counter() - t0
+    finally:
+        await pool.close()
+    return {"backend": backend, "pool_size": concurrency, "pool_start_s": start_s, "serial": summarize(serial),
+            "throughput": {"jobs": throughput_jobs, "concurrency": concurrency, "seconds": elapsed,
+                           "jobs_per_s": throughput_jobs / elapsed}}
+
+
+async def _checked(pool: SandboxPool) -> None:
+    result = await pool.run(TRIVIAL)
+    if result.status != Status.OK:
+        raise RuntimeError(f"trivial job failed: {result}")
+
+
+def bench_command(argv: list[str], n: int, warmup: int = 1) -> dict[str, float]:
+    for _ in range(warmup):
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        samples.append(time.perf_counter() - t0)
+    return summarize(samples)
+
+
+def render(report: dict[str, Any]) -> str:
+    rows = [("what", "n", "median ms", "p95 ms", "mean ms", "max ms")]
+    for p in report["pools"]:
+        s = p["serial"]
+        rows.append((f"pool[{p['backend']}] round trip, warm", s["n"], s["median_ms"], s["p95_ms"], s["mean_ms"],
+                     s["max_ms"]))
+    for key, label in (("docker_run", "docker run --rm <image> python3 -c pass"),
+                       ("subprocess", "/usr/bin/python3 -c pass (host, no isolation)")):
+        if key in report:
+            s = report[key]
+            rows.append((label, s["n"], s["median_ms"], s["p95_ms"], s["mean_ms"], s["max_ms"]))
+    widths = [max(len(_fmt(r[i])) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(_fmt(v).ljust(w) if i == 0 else _fmt(v).rjust(w)
+                       for i, (v, w) in enumerate(zip(r, widths, strict=True))) for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    lines.append("")
+    for p in report["pools"]:
+        t = p["throughput"]
+        lines.append(f"throughput pool[{p['backend']}]: {t['jobs_per_s']:.0f} jobs/s "
+                     f"({t['jobs']} jobs, {t['concurrency']} in flight, pool of {p['pool_size']}, "
+                     f"{t['seconds']:.2f} s); pool start {p['pool_start_s']:.2f} s")
+    for backend, ratio in report.get("ratios", {}).items():
+        lines.append(f"ratio docker-run / pool[{backend}] (median): {ratio:.0f}x")
+    lines.append(f"host: {report['host']['cpus']} CPUs, python {report['host']['python']}, image {report['image']}")
+    return "\n".join(lines)
+
+
+def _fmt(v: object) -> str:
+    return f"{v:.2f}" if isinstance(v, float) else str(v)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    ap.add_argument("--n-pool", type=int, default=300, help="serial pool round trips per backend (default 300)")
+    ap.add_argument("--n-docker", type=int, default=20, help="`docker run --rm` runs (default 20)")
+    ap.add_argument("--n-subprocess", type=int, default=100, help="host python3 subprocess runs (default 100)")
+    ap.add_argument("--throughput-jobs", type=int, default=600, help="jobs in the throughput run (default 600)")
+    ap.add_argument("--concurrency", type=int, default=os.cpu_count() or 1, help="jobs in flight (default: CPUs)")
+    ap.add_argument("--backends", default="docker,bubblewrap", help="pool backends to try (default: both)")
+    args = ap.parse_args(argv)
+
+    available = {"docker": docker_available, "bubblewrap": bubblewrap_available}
+    backends = [b for b in args.backends.split(",") if b and available.get(b, lambda: False)()]
+    report: dict[str, Any] = {"image": image_name(), "pools": [],
+                              "host": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
+    for backend in backends:
+        report["pools"].append(asyncio.run(bench_pool(backend, args.n_pool, args.throughput_jobs, args.concurrency)))
+    if docker_available() and args.n_docker > 0:
+        report["docker_run"] = bench_command(["docker", "run", "--rm", image_name(), "python3", "-c", "pass"],
+                                             args.n_docker)
+    if args.n_subprocess > 0:
+        report["subprocess"] = bench_command(["/usr/bin/python3", "-c", "pass"], args.n_subprocess, warmup=3)
+    if "docker_run" in report:
+        report["ratios"] = {p["backend"]: report["docker_run"]["median_ms"] / p["serial"]["median_ms"]
+                            for p in report["pools"]}
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
