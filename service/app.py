@@ -34,6 +34,7 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
             await p.start()
         app.state.pool = p
         app.state.scorer = Scorer(p, settings)
+        await app.state.scorer.baseline_kb()  # measured before serving, so that no item queues behind it
         yield
         if own:
             await p.close()

@@ -283,6 +283,8 @@ class Runner:
         os.chown(judge_home, self.judge_uid, self.judge_uid)
         self.zygote = self._start_zygote()
         self.lint_zygote = self._start_zygote()
+        # The lint zygote imports and exercises pylint now (~1 s), while the runner finishes starting up.
+        wire.send(self.lint_zygote, {"warm": "lint"})
         self.lint_warm = False
 
     # -- process bookkeeping
@@ -373,8 +375,7 @@ class Runner:
             return {"ok": True, "version": VERSION, "pid": os.getpid(), "jobs_done": self.jobs_done}
         if op == "warm_lint":
             if not self.lint_warm:
-                wire.send(self.lint_zygote, {"warm": "lint"})
-                wire.recv(self.lint_zygote)
+                wire.recv(self.lint_zygote)  # the reply to the warm-up request sent at start-up
                 self.lint_warm = True
             return {"ok": True}
         job = msg.get("job") or {}
@@ -889,6 +890,7 @@ def serve(sock_path: str, uid_base: int, oom_control: str | None) -> None:
     import gc
 
     gc.freeze()  # forked judges and cleaners then copy fewer pages for the garbage collector
+    runner.handle(None, {"op": "warm_lint"})  # ready means warm: the linter is loaded before the first job
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(sock_path)
     os.chmod(sock_path, 0o600)
