@@ -80,7 +80,8 @@ class SandboxPool:
 
     @property
     def warm(self) -> bool:
-        return not self._closed and self._idle.qsize() + self.stats.busy >= self.size
+        """Every sandbox is started (idle, busy, or cleaning up after a job)."""
+        return not self._closed and len(self._all) >= self.size
 
     async def close(self) -> None:
         self._closed = True
