@@ -50,7 +50,8 @@ class Job:
     op: str
     program: dict[str, Any] | None = None
     stdin: str = ""
-    files: dict[str, str] | None = None
+    files: dict[str, Any] | None = None  # path -> text, or {"b64": ...} for bytes
+    fetch_files: list[str] | None = None  # op "run": files to read back after the run (base64 in Result.files)
     env: dict[str, str] | None = None
     candidate: dict[str, Any] | None = None
     judge: dict[str, Any] | None = None
@@ -61,7 +62,7 @@ class Job:
         if self.op == "lint":
             job["code"] = (self.program or {}).get("code", "")
         else:
-            for key in ("program", "stdin", "files", "env", "candidate", "judge"):
+            for key in ("program", "stdin", "files", "fetch_files", "env", "candidate", "judge"):
                 value = getattr(self, key)
                 if value:
                     job[key] = value
@@ -88,6 +89,7 @@ class Result:
     error: str | None = None
     events: list[dict[str, Any]] = field(default_factory=list)  # judge jobs: load report and test cases
     spec_error: str | None = None  # judge jobs: the test specification itself is broken
+    files: dict[str, str] = field(default_factory=dict)  # fetched files, base64
     sandbox_id: str | None = None
 
     @property
@@ -114,6 +116,7 @@ class Result:
             error=raw.get("error"),
             events=list(raw.get("events") or []),
             spec_error=raw.get("spec_error"),
+            files=dict(raw.get("files") or {}),
         )
 
     @classmethod

@@ -232,8 +232,14 @@ def zygote_main(ctl: socket.socket) -> None:
                 for rel, content in (req.get("files") or {}).items():
                     path = os.path.join(cwd, rel)
                     os.makedirs(os.path.dirname(path), exist_ok=True)
-                    with open(path, "w") as f:
-                        f.write(content)
+                    if isinstance(content, dict):  # {"b64": ...}: binary content
+                        import base64
+
+                        with open(path, "wb") as f:
+                            f.write(base64.b64decode(content["b64"]))
+                    else:
+                        with open(path, "w") as f:
+                            f.write(content)
                 if "argv" not in req["program"]:
                     os.close(err_fd)  # python jobs: set-up done; exec'd jobs close it through CLOEXEC
                 run_program(req["program"], env)
@@ -414,7 +420,39 @@ class Runner:
         proc = Proc(self, zygote, self.cand_uid, self.dirs[self.cand_uid], limits)
         proc.start(job["program"], job.get("stdin") or "", job.get("files"), job.get("env"))
         proc.wait_until(time.monotonic() + float(limits["wall_s"]))
-        return proc.result()
+        result = proc.result()
+        if job.get("fetch_files"):
+            result["files"] = self.fetch_files(self.cand_uid, self.dirs[self.cand_uid], job["fetch_files"])
+        return result
+
+    def fetch_files(self, uid: int, cwd: str, paths: list[str]) -> dict:
+        """Read files the job left, as the job's uid (never as root): regular files only, the last path component
+        never followed if it is a link, FIFOs and devices skipped without blocking, sizes capped. Values are
+        base64; a missing or refused file is absent."""
+        r, w = os.pipe()
+        pid = self._fork()
+        if pid == 0:
+            try:
+                os.close(r)
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+                os.chdir(cwd)
+                wire.write_fd(w, _read_job_files(paths))
+            finally:
+                os._exit(0)
+        os.close(w)
+        reader = wire.FdReader(r)
+        os.set_blocking(r, False)
+        frames: list = []
+        deadline = time.monotonic() + 5.0
+        while not frames and not reader.eof and time.monotonic() < deadline:
+            select.select([r], [], [], 0.1)
+            frames = reader.feed()
+        os.close(r)
+        _kill_quietly(pid)
+        self._wait_child(pid, 2.0)
+        return frames[0] if frames else {}
 
     def judge_job(self, job: dict, limits: dict) -> dict:
         """Candidate module in one process, the tests in a judge process, talking through the runner."""
@@ -830,6 +868,33 @@ def _listdir_here() -> list[str]:
         return os.listdir(".")
     except OSError:
         return []
+
+
+FETCH_FILE_CAP = 1 << 20
+FETCH_TOTAL_CAP = 8 << 20
+
+
+def _read_job_files(paths: list[str]) -> dict:
+    import base64
+    import stat
+
+    out, total = {}, 0
+    for rel in paths[:64]:
+        if not isinstance(rel, str) or os.path.isabs(rel) or ".." in rel.split("/"):
+            continue
+        try:
+            fd = os.open(rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+        except OSError:
+            continue
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            data = os.read(fd, min(FETCH_FILE_CAP, FETCH_TOTAL_CAP - total))
+            total += len(data)
+            out[rel] = base64.b64encode(data).decode()
+        finally:
+            os.close(fd)
+    return out
 
 
 def _empty(path: str) -> bool:

@@ -1,0 +1,76 @@
+"""SandboxFusion's /run_code contract, with the payloads verl's sandbox_fusion client sends."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+
+def run_code(api, **payload):
+    r = api.post("/run_code", json={"language": "python", "compile_timeout": 10, "run_timeout": 10,
+                                    "memory_limit_MB": -1, **payload})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_success_with_stdin_as_verl_sends_it(api):
+    res = run_code(api, code="a, b = map(int, input().split())\nprint(a + b)\n", stdin="2 3\n")
+    assert res["status"] == "Success"
+    run = res["run_result"]
+    assert run["status"] == "Finished" and run["return_code"] == 0
+    assert run["stdout"].rstrip("\n") == "5"
+    assert run["execution_time"] >= 0
+    assert res["compile_result"] is None
+
+
+def test_non_zero_exit_is_failed_but_finished(api):
+    res = run_code(api, code="import sys\nprint('x', file=sys.stderr)\nsys.exit(3)\n")
+    assert res["status"] == "Failed"
+    assert res["run_result"]["status"] == "Finished" and res["run_result"]["return_code"] == 3
+    assert res["run_result"]["stderr"] == "x\n"
+
+
+def test_time_limit(api):
+    res = run_code(api, code="while True: pass\n", run_timeout=1)
+    assert res["status"] == "Failed" and res["run_result"]["status"] == "TimeLimitExceeded"
+    assert res["rewardbox"]["status"] == "timeout"
+
+
+def test_memory_limit_is_reported_in_the_extra_field(api):
+    res = run_code(api, code="x = bytearray(900 * 2**20)\n", memory_limit_MB=256)
+    assert res["status"] == "Failed"
+    assert res["rewardbox"]["status"] == "memory_limit" and res["message"] == "memory limit exceeded"
+
+
+def test_output_truncation_is_reported(api):
+    res = run_code(api, code="import sys\nwhile True: sys.stdout.write('x' * 65536)\n", run_timeout=5)
+    assert res["rewardbox"]["stdout_truncated"] is True and res["rewardbox"]["status"] == "output_limit"
+
+
+def test_files_in_and_fetch_files_out_round_trip_bytes(api):
+    blob = bytes(range(256))
+    res = run_code(api, code="data = open('in.bin', 'rb').read()\nopen('out.bin', 'wb').write(data[::-1])\n",
+                   files={"in.bin": base64.b64encode(blob).decode()}, fetch_files=["out.bin", "missing.txt"])
+    assert res["status"] == "Success"
+    assert base64.b64decode(res["files"]["out.bin"]) == blob[::-1]
+    assert "missing.txt" not in res["files"]
+
+
+def test_fetch_files_never_follows_links_nor_blocks_on_fifos(api):
+    code = ("import os\nos.symlink('/etc/passwd', 'link')\nos.mkfifo('fifo')\nos.symlink('/proc/1/environ', 'env')\n"
+            "open('real.txt', 'w').write('ok')\n")
+    res = run_code(api, code=code, fetch_files=["link", "fifo", "env", "real.txt", "../c/real.txt", "/etc/passwd"])
+    assert res["status"] == "Success"
+    assert res["files"] == {"real.txt": base64.b64encode(b"ok").decode()}
+
+
+@pytest.mark.parametrize("path", ["/etc/x", "../x"])
+def test_input_files_must_stay_in_the_working_directory(api, path):
+    r = api.post("/run_code", json={"code": "pass", "files": {path: ""}})
+    assert r.status_code == 422
+
+
+def test_unsupported_language_is_400(api):
+    r = api.post("/run_code", json={"code": "fn main() {}", "language": "rust"})
+    assert r.status_code == 400
