@@ -12,7 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from sandboxes import SandboxPool, choose_backend
 
-from . import __version__, sandbox_fusion
+from . import __version__, openrlhf, sandbox_fusion
 from .body_limit import BodyLimit
 from .config import Settings
 from .models import PROFILES, SUPPORTED_LANGUAGES, BatchRequest, BatchResult, ItemResult, RewardItem
@@ -43,6 +43,7 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
                   description="Sandboxed code-execution rewards for RL training of code models.")
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.include_router(sandbox_fusion.router)
+    app.include_router(openrlhf.router)
 
     def check_item(item: RewardItem) -> str | None:
         """Checks that depend on settings; returns a message naming the field at fault."""
