@@ -13,6 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 from sandboxes import SandboxPool, choose_backend
 
 from . import __version__, openrlhf, sandbox_fusion
+from .auth import BearerAuth
 from .body_limit import BodyLimit
 from .config import Settings
 from .models import PROFILES, SUPPORTED_LANGUAGES, BatchRequest, BatchResult, ItemResult, RewardItem
@@ -42,6 +43,8 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
     app = FastAPI(title="rewardbox", version=__version__, lifespan=lifespan,
                   description="Sandboxed code-execution rewards for RL training of code models.")
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    if settings.auth_token:
+        app.add_middleware(BearerAuth, token=settings.auth_token)  # added last: runs first
     app.include_router(sandbox_fusion.router)
     app.include_router(openrlhf.router)
 

@@ -22,6 +22,7 @@ class Settings:
     pool_size: int = 0  # sandboxes; 0 = one per core
     backend: str = "auto"  # docker | bubblewrap | auto
     lint_cache_size: int = 4096
+    auth_token: str = ""  # when set, every endpoint requires `Authorization: Bearer <token>`
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -35,4 +36,5 @@ class Settings:
             pool_size=int(_env("POOL_SIZE", 0)),
             backend=os.environ.get("REWARDBOX_BACKEND", "auto"),
             lint_cache_size=int(_env("LINT_CACHE_SIZE", cls.lint_cache_size)),
+            auth_token=os.environ.get("REWARDBOX_TOKEN", ""),
         )

@@ -23,11 +23,12 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from rewardbox.extract import extract_code
+
 from .models import COMPONENTS, RewardItem
 
 router = APIRouter()
 ITEM = TypeAdapter(RewardItem)
-FENCE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 HUMANEVAL_ID = re.compile(r"^HumanEval/\d+$")
 
 
@@ -35,13 +36,6 @@ class GetRewardRequest(BaseModel):
     query: list[str]
     prompts: list[str] | None = None
     labels: list[str] | None = None
-
-
-def extract_code(query: str, prompt: str | None) -> str | None:
-    """The last python (or bare) fenced block of the response part of the query."""
-    response = query[len(prompt):] if prompt and query.startswith(prompt) else query
-    blocks = [m.group(2) for m in FENCE.finditer(response)]
-    return blocks[-1] if blocks else None
 
 
 @functools.cache

@@ -29,9 +29,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def server():
-    """The real service (`rewardbox serve`) in a subprocess, on loopback; yields its base URL."""
+def start_server(extra_env: dict[str, str]):
+    """`rewardbox serve` in a subprocess on loopback; returns (process, base URL) once /healthz answers and the
+    pool is warm."""
     import subprocess
     import sys
     import time
@@ -39,28 +39,43 @@ def server():
     import httpx
 
     port = _free_port()
-    env = {**os.environ, "REWARDBOX_POOL_SIZE": "2", "REWARDBOX_MAX_BODY_MB": "4", "REWARDBOX_MAX_BATCH": "300"}
+    env = {**os.environ, "REWARDBOX_POOL_SIZE": "2", "REWARDBOX_MAX_BODY_MB": "4", "REWARDBOX_MAX_BATCH": "300",
+           **extra_env}
     proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
                              "--log-level", "warning"], env=env)
     url = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {extra_env['REWARDBOX_TOKEN']}"} if "REWARDBOX_TOKEN" in extra_env else {}
     deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(url + "/readyz", timeout=2, headers=headers).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError("rewardbox serve did not become ready")
+        time.sleep(0.2)
+
+
+def stop_server(proc) -> None:
+    import subprocess
+
+    proc.terminate()
     try:
-        while True:
-            try:
-                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("rewardbox serve did not become ready")
-            time.sleep(0.2)
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="session")
+def server():
+    """The real service (`rewardbox serve`) in a subprocess, on loopback; yields its base URL."""
+    proc, url = start_server({})
+    try:
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
 
 
 @pytest.fixture(scope="session")
