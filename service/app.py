@@ -7,7 +7,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import TypeAdapter, ValidationError
 
 from sandboxes import SandboxPool, choose_backend
@@ -16,6 +17,7 @@ from . import __version__, openrlhf, sandbox_fusion
 from .auth import BearerAuth
 from .body_limit import BodyLimit
 from .config import Settings
+from .metrics import Metrics, RequestCounter
 from .models import PROFILES, SUPPORTED_LANGUAGES, BatchRequest, BatchResult, ItemResult, RewardItem
 from .reward import DEFAULT_WEIGHTS
 from .scoring import Scorer
@@ -34,7 +36,7 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
         if own:
             await p.start()
         app.state.pool = p
-        app.state.scorer = Scorer(p, settings)
+        app.state.scorer = Scorer(p, settings, metrics)
         await app.state.scorer.baseline_kb()  # measured before serving, so that no item queues behind it
         yield
         if own:
@@ -42,7 +44,10 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
 
     app = FastAPI(title="rewardbox", version=__version__, lifespan=lifespan,
                   description="Sandboxed code-execution rewards for RL training of code models.")
+    metrics = Metrics()
+    app.state.metrics = metrics
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestCounter, metrics=metrics)
     if settings.auth_token:
         app.add_middleware(BearerAuth, token=settings.auth_token)  # added last: runs first
     app.include_router(sandbox_fusion.router)
@@ -95,6 +100,11 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
             return await scorer.score(item)
 
         return BatchResult(results=list(await asyncio.gather(*(one(raw) for raw in batch.items))))
+
+    @app.get("/metrics")
+    async def prometheus_metrics(request: Request) -> Response:
+        body = metrics.render(request.app.state.pool.snapshot(), request.app.state.scorer.quality.hits)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz")
     async def healthz() -> dict:

@@ -19,6 +19,7 @@ from graders.tests import job_limits, run_tests
 from sandboxes import Job, SandboxPool, Status
 
 from .config import Settings
+from .metrics import Metrics
 from .models import Execution, ItemResult, RewardItem, TestVerdict
 from .reward import aggregate, components_needed, weights_for
 
@@ -27,9 +28,10 @@ OUTPUT_IN_RESPONSE = 8192
 
 
 class Scorer:
-    def __init__(self, pool: SandboxPool, settings: Settings) -> None:
+    def __init__(self, pool: SandboxPool, settings: Settings, metrics: Metrics | None = None) -> None:
         self.pool = pool
         self.settings = settings
+        self.metrics = metrics
         self.quality = QualityGrader(pool, settings.lint_cache_size)
         self._baseline_kb: int | None = None
         self._baseline_lock = asyncio.Lock()
@@ -46,12 +48,16 @@ class Scorer:
 
     async def score(self, item: RewardItem) -> ItemResult:
         rollout_id = uuid.uuid4().hex
+        started = time.perf_counter()
         try:
-            return await self._score(item, rollout_id)
+            result = await self._score(item, rollout_id)
         except Exception as e:  # noqa: BLE001 - never a verdict on the program
             log.exception("scoring failed")
-            return ItemResult(id=item.id, rollout_id=rollout_id, status="infra_error", reward=None,
-                              profile=item.profile, message=f"internal error: {type(e).__name__}: {e}")
+            result = ItemResult(id=item.id, rollout_id=rollout_id, status="infra_error", reward=None,
+                                profile=item.profile, message=f"internal error: {type(e).__name__}: {e}")
+        if self.metrics is not None:
+            self.metrics.observe_item(result, time.perf_counter() - started)
+        return result
 
     async def _score(self, item: RewardItem, rollout_id: str) -> ItemResult:
         started = time.perf_counter()
