@@ -13,7 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from sandboxes import SandboxPool, choose_backend
 
-from . import __version__, openrlhf, sandbox_fusion
+from . import __version__, openrlhf, rollouts, sandbox_fusion
 from .auth import BearerAuth
 from .body_limit import BodyLimit
 from .config import Settings
@@ -21,6 +21,7 @@ from .metrics import Metrics, RequestCounter
 from .models import PROFILES, SUPPORTED_LANGUAGES, BatchRequest, BatchResult, ItemResult, RewardItem
 from .reward import DEFAULT_WEIGHTS
 from .scoring import Scorer
+from .store import RolloutStore
 
 ITEM = TypeAdapter(RewardItem)
 TEST_KINDS = {"python": ["assert", "function", "io", "pytest"]}
@@ -36,11 +37,15 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
         if own:
             await p.start()
         app.state.pool = p
-        app.state.scorer = Scorer(p, settings, metrics)
+        store = None if settings.db_path == "off" else RolloutStore(settings.db_path or None)
+        app.state.store = store
+        app.state.scorer = Scorer(p, settings, metrics, store)
         await app.state.scorer.baseline_kb()  # measured before serving, so that no item queues behind it
         yield
         if own:
             await p.close()
+        if store is not None:
+            store.close()
 
     app = FastAPI(title="rewardbox", version=__version__, lifespan=lifespan,
                   description="Sandboxed code-execution rewards for RL training of code models.")
@@ -52,6 +57,7 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
         app.add_middleware(BearerAuth, token=settings.auth_token)  # added last: runs first
     app.include_router(sandbox_fusion.router)
     app.include_router(openrlhf.router)
+    app.include_router(rollouts.router)
 
     def check_item(item: RewardItem) -> str | None:
         """Checks that depend on settings; returns a message naming the field at fault."""

@@ -23,6 +23,7 @@ class Settings:
     backend: str = "auto"  # docker | bubblewrap | auto
     lint_cache_size: int = 4096
     auth_token: str = ""  # when set, every endpoint requires `Authorization: Bearer <token>`
+    db_path: str = ""  # rollout store (SQLite); "" = $REWARDBOX_CACHE/rollouts.sqlite3, "off" = no store
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -37,4 +38,5 @@ class Settings:
             backend=os.environ.get("REWARDBOX_BACKEND", "auto"),
             lint_cache_size=int(_env("LINT_CACHE_SIZE", cls.lint_cache_size)),
             auth_token=os.environ.get("REWARDBOX_TOKEN", ""),
+            db_path=os.environ.get("REWARDBOX_DB", ""),
         )

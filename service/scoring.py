@@ -17,21 +17,28 @@ from graders.pass_rate import pass_rate
 from graders.quality import QualityGrader, QualityReport
 from graders.tests import job_limits, run_tests
 from sandboxes import Job, SandboxPool, Status
+from sandboxes.backends.base import runner_digest
 
+from . import __version__
 from .config import Settings
 from .metrics import Metrics
 from .models import Execution, ItemResult, RewardItem, TestVerdict
 from .reward import aggregate, components_needed, weights_for
+from .store import RolloutStore
 
 log = logging.getLogger("rewardbox.scoring")
 OUTPUT_IN_RESPONSE = 8192
 
 
 class Scorer:
-    def __init__(self, pool: SandboxPool, settings: Settings, metrics: Metrics | None = None) -> None:
+    def __init__(self, pool: SandboxPool, settings: Settings, metrics: Metrics | None = None,
+                 store: RolloutStore | None = None) -> None:
         self.pool = pool
         self.settings = settings
         self.metrics = metrics
+        self.store = store
+        self.image_id = pool.backend.image_id() if store is not None else ""
+        self.versions = {"rewardbox": __version__, "runner": runner_digest()}
         self.quality = QualityGrader(pool, settings.lint_cache_size)
         self._baseline_kb: int | None = None
         self._baseline_lock = asyncio.Lock()
@@ -57,6 +64,9 @@ class Scorer:
                                 profile=item.profile, message=f"internal error: {type(e).__name__}: {e}")
         if self.metrics is not None:
             self.metrics.observe_item(result, time.perf_counter() - started)
+        if self.store is not None:
+            self.store.add(item.model_dump(mode="json"), result.model_dump(mode="json"), self.image_id,
+                           self.versions)
         return result
 
     async def _score(self, item: RewardItem, rollout_id: str) -> ItemResult:

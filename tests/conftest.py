@@ -39,8 +39,11 @@ def start_server(extra_env: dict[str, str]):
     import httpx
 
     port = _free_port()
+    import tempfile
+
+    db = os.path.join(tempfile.mkdtemp(prefix="rewardbox-test-"), "rollouts.sqlite3")
     env = {**os.environ, "REWARDBOX_POOL_SIZE": "2", "REWARDBOX_MAX_BODY_MB": "4", "REWARDBOX_MAX_BATCH": "300",
-           **extra_env}
+           "REWARDBOX_DB": db, **extra_env}
     proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
                              "--log-level", "warning"], env=env)
     url = f"http://127.0.0.1:{port}"

@@ -66,6 +66,16 @@ def remove_stale_socket_dirs() -> int:
     return removed
 
 
+def runner_digest() -> str:
+    """Content hash of the in-sandbox code (runner, judge, codec, ...): the runner version stored with rollouts."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(RUNNER_DIR.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def runner_command(uid_base: int, oom_control: str | None = None) -> list[str]:
     cmd = ["/usr/bin/python3", "-I", "/opt/rewardbox/runner.py", "--socket", "/run/rewardbox/runner.sock",
            "--uid-base", str(uid_base)]

@@ -1,0 +1,126 @@
+"""Rollout store (embedded mode): every scored item with its request, result, sandbox image and versions, in a
+SQLite file (WAL; survives restarts). Newest first, cursor pagination by insertion sequence, capped fields,
+retention by count."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+FIELD_CAP = 64 << 10  # per string of a stored result (the request is kept whole: replay needs it exactly)
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS rollouts (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT UNIQUE NOT NULL,
+    client_id TEXT,
+    created_at REAL NOT NULL,
+    status TEXT NOT NULL,
+    language TEXT,
+    profile TEXT,
+    reward REAL,
+    request TEXT NOT NULL,
+    result TEXT NOT NULL,
+    image TEXT,
+    versions TEXT
+);
+CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts (status, seq);
+CREATE INDEX IF NOT EXISTS rollouts_created ON rollouts (created_at);
+"""
+
+
+def default_path() -> Path:
+    env = os.environ.get("REWARDBOX_DB")
+    if env:
+        return Path(env)
+    cache = os.environ.get("REWARDBOX_CACHE")
+    return (Path(cache) if cache else Path.home() / ".cache" / "rewardbox") / "rollouts.sqlite3"
+
+
+def _cap(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > FIELD_CAP:
+        return value[:FIELD_CAP] + "\n[truncated by the rollout store]"
+    if isinstance(value, dict):
+        return {k: _cap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cap(v) for v in value]
+    return value
+
+
+class RolloutStore:
+    def __init__(self, path: str | Path | None = None, retention: int = 1_000_000) -> None:
+        self.path = Path(path) if path else default_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.retention = retention
+        self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+        self._writes = 0
+
+    def add(self, request: dict[str, Any], result: dict[str, Any], image: str, versions: dict[str, str]) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO rollouts (id, client_id, created_at, status, language, profile, reward, request,"
+            " result, image, versions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (result["rollout_id"], result.get("id"), time.time(), result["status"], request.get("language"),
+             result.get("profile"), result.get("reward"), json.dumps(request), json.dumps(_cap(result)), image,
+             json.dumps(versions)),
+        )
+        self._writes += 1
+        if self._writes % 1000 == 0:
+            self.db.execute("DELETE FROM rollouts WHERE seq <= (SELECT MAX(seq) FROM rollouts) - ?", (self.retention,))
+
+    def get(self, rollout_id: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT * FROM rollouts WHERE id = ?", (rollout_id,)).fetchone()
+        return self._row(row) if row else None
+
+    def _where(self, status: str | None, failed: bool, language: str | None, since: float | None,
+               cursor: int | None) -> tuple[str, list[Any]]:
+        clauses, args = [], []
+        if status:
+            clauses.append("status = ?")
+            args.append(status)
+        if failed:
+            clauses.append("status != 'passed'")
+        if language:
+            clauses.append("language = ?")
+            args.append(language)
+        if since is not None:
+            clauses.append("created_at >= ?")
+            args.append(since)
+        if cursor is not None:
+            clauses.append("seq < ?")
+            args.append(cursor)
+        return (" WHERE " + " AND ".join(clauses)) if clauses else "", args
+
+    def list(self, status: str | None = None, failed: bool = False, language: str | None = None,
+             since: float | None = None, limit: int = 100, cursor: int | None = None
+             ) -> tuple[list[dict[str, Any]], int | None]:
+        where, args = self._where(status, failed, language, since, cursor)
+        query = f"SELECT * FROM rollouts{where} ORDER BY seq DESC LIMIT ?"
+        rows = self.db.execute(query, (*args, limit + 1)).fetchall()
+        items = [self._row(r) for r in rows[:limit]]
+        next_cursor = items[-1]["seq"] if len(rows) > limit else None
+        return items, next_cursor
+
+    def export(self, **filters: Any) -> Iterator[dict[str, Any]]:
+        cursor = None
+        while True:
+            items, cursor = self.list(limit=500, cursor=cursor, **filters)
+            yield from items
+            if cursor is None:
+                return
+
+    def _row(self, row: tuple) -> dict[str, Any]:
+        cols = [d[0] for d in self.db.execute("SELECT * FROM rollouts LIMIT 0").description]
+        record = dict(zip(cols, row, strict=True))
+        for key in ("request", "result", "versions"):
+            record[key] = json.loads(record[key]) if record[key] else None
+        return record
+
+    def close(self) -> None:
+        self.db.close()

@@ -1,0 +1,79 @@
+"""Rollout store, listing, export and replay, through the real service."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from service.store import RolloutStore
+
+TESTS = {"kind": "assert", "test_code": "assert f(1) == 2\nassert f(2) == 4\n"}
+
+
+def score(api, code: str, **extra) -> dict:
+    r = api.post("/reward", json={"id": f"t-{uuid.uuid4().hex[:8]}", "code": code, "tests": TESTS,
+                                  "profile": "binary", **extra})
+    assert r.status_code == 200
+    return r.json()
+
+
+def test_failed_rollouts_are_listed_and_stored_with_request_result_and_versions(api):
+    bad = score(api, "def f(x):\n    return x + 1\n")
+    good = score(api, "def f(x):\n    return 2 * x\n")
+    listed = api.get("/rollouts", params={"failed": "true", "limit": 1000}).json()["rollouts"]
+    ids = {r["id"] for r in listed}
+    assert bad["rollout_id"] in ids and good["rollout_id"] not in ids
+    record = api.get(f"/rollouts/{bad['rollout_id']}").json()
+    assert record["client_id"] == bad["id"] and record["status"] == "failed"
+    assert record["request"]["code"] == "def f(x):\n    return x + 1\n"
+    assert [t["passed"] for t in record["result"]["tests"]] == [True, False]
+    assert record["image"] and record["versions"]["runner"]
+    assert api.get("/rollouts/nope").status_code == 404
+
+
+def test_cursor_pagination_visits_each_rollout_once(api):
+    made = {score(api, f"def f(x):\n    return {i}\n")["rollout_id"] for i in range(5)}
+    seen, cursor = [], None
+    while True:
+        params = {"limit": 2, "status": "failed", **({"cursor": cursor} if cursor else {})}
+        page = api.get("/rollouts", params=params).json()
+        seen += [r["id"] for r in page["rollouts"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert len(seen) == len(set(seen)) and made <= set(seen)
+
+
+def test_export_streams_jsonl(api):
+    rid = score(api, "def f(x):\n    return 0\n")["rollout_id"]
+    with api.stream("GET", "/rollouts/export", params={"failed": "true"}) as r:
+        rows = [json.loads(line) for line in r.iter_lines() if line]
+    assert any(row["id"] == rid for row in rows)
+
+
+def test_replay_of_a_deterministic_rollout_is_identical(api):
+    rid = score(api, "def f(x):\n    return x + 1\n")["rollout_id"]
+    replay = api.post(f"/rollouts/{rid}/replay").json()
+    assert replay["identical"] is True and replay["diff"] == {}
+    assert replay["same_image_and_versions"] is True
+    assert replay["result"]["status"] == "failed" and replay["rollout_id"] != rid
+
+
+def test_replay_reports_nondeterminism_instead_of_hiding_it(api):
+    code = "import random\nFLIP = random.random() < 0.5\nprint(random.random())\ndef f(x):\n" \
+           "    return 2 * x if FLIP else x\n"
+    rid = score(api, code, tests={"kind": "io", "cases": [{"stdin": "", "stdout": "never"}]})["rollout_id"]
+    replay = api.post(f"/rollouts/{rid}/replay").json()
+    assert replay["identical"] is False
+    assert "stdout" in replay["diff"]
+
+
+def test_store_survives_a_restart(tmp_path):
+    path = tmp_path / "r.sqlite3"
+    store = RolloutStore(path)
+    store.add({"code": "x", "language": "python"}, {"rollout_id": "abc", "status": "passed", "reward": 1.0}, "img",
+              {"runner": "v"})
+    store.close()
+    again = RolloutStore(path)
+    assert again.get("abc")["result"]["reward"] == 1.0
+    again.close()
