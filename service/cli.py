@@ -1,10 +1,107 @@
-"""`rewardbox` command line: `rewardbox serve --host 127.0.0.1 --port 8000`."""
+"""`rewardbox` command line.
+
+    rewardbox serve [--host H] [--port P]          serve the HTTP API (embedded mode: local sandbox pool)
+    rewardbox rollouts list [--failed] [--status S] [--language L] [--limit N]
+    rewardbox replay ROLLOUT_ID [--local]          re-run a stored rollout and show what changed
+    rewardbox export [--failed] > rollouts.jsonl
+The rollout commands talk to a running server (REWARDBOX_URL, default http://127.0.0.1:8000; REWARDBOX_TOKEN);
+`replay --local` reads the local rollout store and runs the item in a local sandbox pool instead.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
+import sys
+from datetime import datetime
+
+
+def _client():
+    from rewardbox import Client
+
+    return Client()
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+    lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(lines)
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    with _client() as client:
+        params = {"failed": str(args.failed).lower(), "limit": args.limit}
+        if args.status:
+            params["status"] = args.status
+        if args.language:
+            params["language"] = args.language
+        page = client._http.get("/rollouts", params=params).raise_for_status().json()
+    rows = [[r["id"], datetime.fromtimestamp(r["created_at"]).isoformat(timespec="seconds"), r["status"],
+             r["profile"] or "", "null" if r["reward"] is None else f"{r['reward']:.3f}", r["client_id"] or ""]
+            for r in page["rollouts"]]
+    print(_table(rows, ["rollout", "created", "status", "profile", "reward", "client id"]))
+
+
+def _print_replay(replay: dict) -> None:
+    print(f"replay of {replay['replay_of']} -> {replay['rollout_id']}: "
+          + ("identical" if replay["identical"] else "DIFFERENT (nondeterminism or a changed image/grader)"))
+    if not replay.get("same_image_and_versions", True):
+        print("note: the sandbox image or grader versions differ from the stored rollout's")
+    rows = []
+    for key, change in replay["diff"].items():
+        if key in ("components", "tests"):
+            rows += [[f"{key}.{name}", str(c["stored"]), str(c["replayed"])] for name, c in sorted(change.items())]
+        else:
+            rows.append([key, repr(change["stored"])[:60], repr(change["replayed"])[:60]])
+    if rows:
+        print(_table(rows, ["field", "stored", "replayed"]))
+
+
+async def _replay_local(rollout_id: str) -> dict:
+    from sandboxes import SandboxPool
+
+    from .config import Settings
+    from .models import RewardItem
+    from .replay import diff_results
+    from .scoring import Scorer
+    from .store import RolloutStore
+
+    store = RolloutStore()
+    record = store.get(rollout_id)
+    if record is None:
+        sys.exit(f"no rollout {rollout_id} in {store.path}")
+    async with SandboxPool(size=1) as pool:
+        scorer = Scorer(pool, Settings.from_env(), store=store)
+        result = (await scorer.score(RewardItem.model_validate(record["request"]))).model_dump(mode="json")
+        same = record["image"] == scorer.image_id and record["versions"] == scorer.versions
+    diff = diff_results(record["result"], result)
+    return {"rollout_id": result["rollout_id"], "replay_of": rollout_id, "identical": not diff, "diff": diff,
+            "same_image_and_versions": same, "result": result}
+
+
+def cmd_replay(args: argparse.Namespace) -> None:
+    if args.local:
+        replay = asyncio.run(_replay_local(args.rollout_id))
+    else:
+        with _client() as client:
+            replay = client._http.post(f"/rollouts/{args.rollout_id}/replay").raise_for_status().json()
+    _print_replay(replay)
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    with _client() as client, client._http.stream("GET", "/rollouts/export",
+                                                  params={"failed": str(args.failed).lower()}) as r:
+        r.raise_for_status()
+        count = 0
+        for line in r.iter_lines():
+            if line:
+                sys.stdout.write(line + "\n")
+                count += 1
+    print(f"exported {count} rollouts", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -14,6 +111,17 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     serve.add_argument("--log-level", default="info")
+    rollouts = sub.add_parser("rollouts", help="stored rollouts").add_subparsers(dest="action", required=True)
+    lst = rollouts.add_parser("list", help="list rollouts, newest first")
+    lst.add_argument("--failed", action="store_true")
+    lst.add_argument("--status")
+    lst.add_argument("--language")
+    lst.add_argument("--limit", type=int, default=50)
+    replay = sub.add_parser("replay", help="re-run a stored rollout and show the differences")
+    replay.add_argument("rollout_id")
+    replay.add_argument("--local", action="store_true", help="local store and sandbox instead of the server")
+    export = sub.add_parser("export", help="stream rollouts as JSONL to stdout")
+    export.add_argument("--failed", action="store_true")
     args = parser.parse_args(argv)
     if args.command == "serve":
         import uvicorn
@@ -22,7 +130,15 @@ def main(argv: list[str] | None = None) -> None:
 
         logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level)
+    elif args.command == "rollouts":
+        cmd_list(args)
+    elif args.command == "replay":
+        cmd_replay(args)
+    elif args.command == "export":
+        cmd_export(args)
 
 
 if __name__ == "__main__":
     main()
+
+

@@ -77,3 +77,38 @@ def test_store_survives_a_restart(tmp_path):
     again = RolloutStore(path)
     assert again.get("abc")["result"]["reward"] == 1.0
     again.close()
+
+
+def test_cli_lists_replays_and_exports(api, server, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    rid = score(api, "def f(x):\n    return x + 1\n")["rollout_id"]
+    env = {**os.environ, "REWARDBOX_URL": server}
+    run = [sys.executable, "-m", "service.cli"]
+    listed = subprocess.run([*run, "rollouts", "list", "--failed", "--limit", "500"], env=env, capture_output=True,
+                            text=True, check=True).stdout
+    assert rid in listed and "status" in listed
+    replayed = subprocess.run([*run, "replay", rid], env=env, capture_output=True, text=True, check=True).stdout
+    assert f"replay of {rid}" in replayed and "identical" in replayed
+    exported = subprocess.run([*run, "export", "--failed"], env=env, capture_output=True, text=True, check=True)
+    assert any(json.loads(line)["id"] == rid for line in exported.stdout.splitlines())
+
+
+def test_cli_replays_locally_from_the_local_store(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    db = tmp_path / "local.sqlite3"
+    store = RolloutStore(db)
+    request = {"code": "def f(x):\n    return 2 * x\n", "tests": TESTS, "profile": "binary"}
+    store.add(request, {"rollout_id": "local1", "status": "failed", "reward": 0.0, "components": {},
+                        "tests": [], "execution": {}}, "old-image", {"runner": "old"})
+    store.close()
+    env = {**os.environ, "REWARDBOX_DB": str(db)}
+    out = subprocess.run([sys.executable, "-m", "service.cli", "replay", "local1", "--local"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert "DIFFERENT" in out and "status" in out and "passed" in out
+    assert "image or grader versions differ" in out
