@@ -4,6 +4,7 @@
     rewardbox rollouts list [--failed] [--status S] [--language L] [--limit N]
     rewardbox replay ROLLOUT_ID [--local]          re-run a stored rollout and show what changed
     rewardbox export [--failed] > rollouts.jsonl
+    rewardbox bench --dataset humaneval --samples samples.jsonl   pass@k, reward statistics, run recorded
 The rollout commands talk to a running server (REWARDBOX_URL, default http://127.0.0.1:8000; REWARDBOX_TOKEN);
 `replay --local` reads the local rollout store and runs the item in a local sandbox pool instead.
 """
@@ -120,6 +121,10 @@ def main(argv: list[str] | None = None) -> None:
     replay = sub.add_parser("replay", help="re-run a stored rollout and show the differences")
     replay.add_argument("rollout_id")
     replay.add_argument("--local", action="store_true", help="local store and sandbox instead of the server")
+    bench = sub.add_parser("bench", help="score a model's samples on a benchmark: pass@k and reward statistics")
+    bench.add_argument("--dataset", default="humaneval")
+    bench.add_argument("--samples", required=True, help="JSONL of {task_id, completion}")
+    bench.add_argument("--profile", default="binary")
     export = sub.add_parser("export", help="stream rollouts as JSONL to stdout")
     export.add_argument("--failed", action="store_true")
     args = parser.parse_args(argv)
@@ -136,6 +141,12 @@ def main(argv: list[str] | None = None) -> None:
         cmd_replay(args)
     elif args.command == "export":
         cmd_export(args)
+    elif args.command == "bench":
+        from .benchmark import run
+
+        summary = run(args.samples, args.dataset, args.profile)
+        rows = [[k, f"{v:.4f}" if isinstance(v, float) else str(v)] for k, v in summary.items()]
+        print(_table(rows, ["metric", "value"]))
 
 
 if __name__ == "__main__":

@@ -53,6 +53,20 @@ async def export_rollouts(request: Request, status: str | None = None, failed: b
     return StreamingResponse((json.dumps(r) + "\n" for r in rows), media_type="application/x-ndjson")
 
 
+@router.post("/runs")
+async def record_run(request: Request) -> dict:
+    """Record a benchmark run's summary (`rewardbox bench` posts it)."""
+    body = await request.json()
+    if not isinstance(body, dict) or not isinstance(body.get("name"), str) or not isinstance(body.get("summary"), dict):
+        raise HTTPException(422, detail=[{"loc": ["body"], "msg": "expected {name: str, summary: object}"}])
+    return {"id": _store(request).add_run(body["name"], body["summary"])}
+
+
+@router.get("/runs")
+async def list_runs(request: Request, limit: int = Query(100, ge=1, le=1000)) -> dict:
+    return {"runs": _store(request).runs(limit)}
+
+
 @router.get("/rollouts/{rollout_id}")
 async def get_rollout(rollout_id: str, request: Request) -> dict:
     record = _store(request).get(rollout_id)

@@ -30,6 +30,12 @@ CREATE TABLE IF NOT EXISTS rollouts (
 );
 CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts (status, seq);
 CREATE INDEX IF NOT EXISTS rollouts_created ON rollouts (created_at);
+CREATE TABLE IF NOT EXISTS runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    created_at REAL NOT NULL,
+    name TEXT NOT NULL,
+    summary TEXT NOT NULL
+);
 """
 
 
@@ -121,6 +127,17 @@ class RolloutStore:
         for key in ("request", "result", "versions"):
             record[key] = json.loads(record[key]) if record[key] else None
         return record
+
+    def add_run(self, name: str, summary: dict[str, Any]) -> int:
+        """A benchmark run (`rewardbox bench`), kept so that runs can be compared side by side."""
+        cur = self.db.execute("INSERT INTO runs (created_at, name, summary) VALUES (?, ?, ?)",
+                              (time.time(), name, json.dumps(summary)))
+        return int(cur.lastrowid)
+
+    def runs(self, limit: int = 100) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT seq, created_at, name, summary FROM runs ORDER BY seq DESC LIMIT ?", (limit,))
+        return [{"id": seq, "created_at": at, "name": name, "summary": json.loads(summary)}
+                for seq, at, name, summary in rows.fetchall()]
 
     def close(self) -> None:
         self.db.close()
