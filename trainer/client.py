@@ -35,12 +35,20 @@ def _delay(response: httpx.Response | None, attempt: int, backoff: float) -> flo
     return backoff * (2**attempt)
 
 
-class Client:
+class _Options:
+    """What both clients are configured with: service URL (REWARDBOX_URL), token (REWARDBOX_TOKEN), retries."""
+
     def __init__(self, base_url: str | None = None, token: str | None = None, timeout: float = 300.0,
                  retries: int = 5, backoff: float = 0.5) -> None:
         self.base_url = base_url or os.environ.get("REWARDBOX_URL", "http://127.0.0.1:8000")
         self.retries, self.backoff = retries, backoff
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, headers=_headers(token))
+        self._http_options = {"base_url": self.base_url, "timeout": timeout, "headers": _headers(token)}
+
+
+class Client(_Options):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._http = httpx.Client(**self._http_options)
 
     def _post(self, path: str, payload: dict[str, Any]) -> Any:
         for attempt in range(self.retries + 1):
@@ -81,12 +89,10 @@ class Client:
         self.close()
 
 
-class AsyncClient:
-    def __init__(self, base_url: str | None = None, token: str | None = None, timeout: float = 300.0,
-                 retries: int = 5, backoff: float = 0.5) -> None:
-        self.base_url = base_url or os.environ.get("REWARDBOX_URL", "http://127.0.0.1:8000")
-        self.retries, self.backoff = retries, backoff
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, headers=_headers(token))
+class AsyncClient(_Options):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._http = httpx.AsyncClient(**self._http_options)
 
     async def _post(self, path: str, payload: dict[str, Any]) -> Any:
         for attempt in range(self.retries + 1):
