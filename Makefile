@@ -29,6 +29,7 @@ run: setup
 	$(VENV)/bin/rewardbox serve --host $${HOST:-127.0.0.1} --port $${PORT:-8000}
 
 test: export REWARDBOX_NEED_REDIS ?= 1
+test: export REWARDBOX_NEED_BROWSER ?= 1
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 

@@ -4,6 +4,7 @@
 #
 # Env: REWARDBOX_BACKEND=bubblewrap  Docker is not required.
 #      REWARDBOX_NEED_REDIS=1        redis-server is required too (the test suite sets this).
+#      REWARDBOX_NEED_BROWSER=1      chromium is required too (the test suite sets this).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,6 +50,8 @@ if need_docker; then
     fi
 fi
 if [ "${REWARDBOX_NEED_REDIS:-0}" = 1 ] && ! have redis-server; then missing+=(redis-server); fi
+# The dashboard's test drives a real headless browser (Debian's chromium).
+if [ "${REWARDBOX_NEED_BROWSER:-0}" = 1 ] && ! have chromium; then missing+=(chromium); fi
 
 if [ ${#missing[@]} -gt 0 ]; then
     if is_root && is_debian_like; then

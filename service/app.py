@@ -8,12 +8,13 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import TypeAdapter, ValidationError
 
 from sandboxes import SandboxPool, choose_backend
 
-from . import __version__, openrlhf, rollouts, sandbox_fusion
+from . import __version__, dashboard, openrlhf, rollouts, sandbox_fusion
 from .auth import BearerAuth
 from .body_limit import BodyLimit
 from .config import Settings
@@ -58,6 +59,8 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
     app.include_router(sandbox_fusion.router)
     app.include_router(openrlhf.router)
     app.include_router(rollouts.router)
+    app.include_router(dashboard.router)
+    app.mount("/static", StaticFiles(directory=dashboard.STATIC), name="static")
 
     def check_item(item: RewardItem) -> str | None:
         """Checks that depend on settings; returns a message naming the field at fault."""
