@@ -38,7 +38,7 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
         if own:
             await p.start()
         app.state.pool = p
-        store = None if settings.db_path == "off" else RolloutStore(settings.db_path or None)
+        store = None if settings.db_path == "off" else RolloutStore(settings.db_path or None, settings.db_retention)
         app.state.store = store
         app.state.scorer = Scorer(p, settings, metrics, store)
         await app.state.scorer.baseline_kb()  # measured before serving, so that no item queues behind it

@@ -24,6 +24,7 @@ class Settings:
     lint_cache_size: int = 4096
     auth_token: str = ""  # when set, every endpoint requires `Authorization: Bearer <token>`
     db_path: str = ""  # rollout store (SQLite); "" = $REWARDBOX_CACHE/rollouts.sqlite3, "off" = no store
+    db_retention: int = 1_000_000  # rollouts kept (oldest dropped first)
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -39,4 +40,5 @@ class Settings:
             lint_cache_size=int(_env("LINT_CACHE_SIZE", cls.lint_cache_size)),
             auth_token=os.environ.get("REWARDBOX_TOKEN", ""),
             db_path=os.environ.get("REWARDBOX_DB", ""),
+            db_retention=int(_env("DB_RETENTION", cls.db_retention)),
         )

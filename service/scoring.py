@@ -38,7 +38,8 @@ class Scorer:
         self.metrics = metrics
         self.store = store
         self.image_id = pool.backend.image_id() if store is not None else ""
-        self.versions = {"rewardbox": __version__, "runner": runner_digest()}
+        # Everything a replay must match: service and in-sandbox code, and the seed jobs run with (PYTHONHASHSEED).
+        self.versions = {"rewardbox": __version__, "runner": runner_digest(), "python_hash_seed": "0"}
         self.quality = QualityGrader(pool, settings.lint_cache_size)
         self._baseline_kb: int | None = None
         self._baseline_lock = asyncio.Lock()

@@ -77,7 +77,7 @@ class RolloutStore:
              json.dumps(versions)),
         )
         self._writes += 1
-        if self._writes % 1000 == 0:
+        if self._writes % 1000 == 0 or self.retention < 1000:
             self.db.execute("DELETE FROM rollouts WHERE seq <= (SELECT MAX(seq) FROM rollouts) - ?", (self.retention,))
 
     def get(self, rollout_id: str) -> dict[str, Any] | None:

@@ -112,3 +112,12 @@ def test_cli_replays_locally_from_the_local_store(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     assert "DIFFERENT" in out and "status" in out and "passed" in out
     assert "image or grader versions differ" in out
+
+
+def test_retention_keeps_only_the_newest_rollouts(tmp_path):
+    store = RolloutStore(tmp_path / "r.sqlite3", retention=3)
+    for i in range(6):
+        store.add({"code": "x"}, {"rollout_id": f"r{i}", "status": "passed"}, "img", {})
+    items, _ = store.list(limit=10)
+    assert [r["id"] for r in items] == ["r5", "r4", "r3"]
+    store.close()

@@ -340,3 +340,10 @@ async def test_closing_a_bubblewrap_pool_ends_its_processes() -> None:
     for h in handles:
         assert not any(p.exists() for p in h.cgroup.paths), "a cgroup of the closed pool remains"
         assert not os.path.exists(h.sock_dir), "a socket directory of the closed pool remains"
+
+
+async def test_string_hashes_and_set_order_are_the_same_in_every_job(pool: SandboxPool) -> None:
+    code = "print(hash('rewardbox'), list({'a', 'b', 'c', 'd', 'e', 'f'}))"
+    results = await asyncio.gather(*[pool.run(Job("run", program={"code": code})) for _ in range(6)])
+    assert all(r.status == Status.OK for r in results)
+    assert len({r.stdout for r in results}) == 1

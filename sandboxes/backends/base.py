@@ -66,6 +66,12 @@ def remove_stale_socket_dirs() -> int:
     return removed
 
 
+# Job processes are forked from the runner's interpreter, so its hash seed is theirs: fixed, so that set and dict
+# orders (and so outputs) are the same in every sandbox and on every replay.
+RUNNER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
+              "PYTHONDONTWRITEBYTECODE": "1"}
+
+
 def runner_digest() -> str:
     """Content hash of the in-sandbox code (runner, judge, codec, ...): the runner version stored with rollouts."""
     import hashlib
@@ -77,7 +83,8 @@ def runner_digest() -> str:
 
 
 def runner_command(uid_base: int, oom_control: str | None = None) -> list[str]:
-    cmd = ["/usr/bin/python3", "-I", "/opt/rewardbox/runner.py", "--socket", "/run/rewardbox/runner.sock",
+    # Not -I: it would ignore PYTHONHASHSEED. The environment is ours alone (RUNNER_ENV; nothing of the host's).
+    cmd = ["/usr/bin/python3", "-s", "/opt/rewardbox/runner.py", "--socket", "/run/rewardbox/runner.sock",
            "--uid-base", str(uid_base)]
     if oom_control:
         cmd += ["--oom-control", oom_control]

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 
 from ..image import image_tag, rootfs_dir, rootfs_ready
-from .base import RUNNER_DIR, SandboxSpec, remove_stale_socket_dirs, runner_command, socket_root
+from .base import RUNNER_DIR, RUNNER_ENV, SandboxSpec, remove_stale_socket_dirs, runner_command, socket_root
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
 OOM_FILE = "/run/rewardbox/oom_control"  # inside the sandbox
@@ -165,7 +165,7 @@ class BubblewrapBackend:
             "--die-with-parent", "--new-session",
             "--cap-drop", "ALL",
             *[arg for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN") for arg in ("--cap-add", cap)],
-            "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
+            "--clearenv", *[arg for name, value in RUNNER_ENV.items() for arg in ("--setenv", name, value)],
             "--chdir", "/",
             *runner_command(uid_base, OOM_FILE if oom_file else None),
         ]

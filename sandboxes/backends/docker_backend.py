@@ -16,6 +16,7 @@ from ..image import image_name
 from .base import (
     LABEL,
     RUNNER_DIR,
+    RUNNER_ENV,
     SandboxSpec,
     owner_alive,
     owner_tag,
@@ -108,7 +109,7 @@ class DockerBackend:
                 log_config={"type": "none"},  # a job printing forever must not fill the host disk
                 volumes={str(RUNNER_DIR): {"bind": "/opt/rewardbox", "mode": "ro"},
                          sock_dir: {"bind": "/run/rewardbox", "mode": "rw"}},
-                environment={},
+                environment=RUNNER_ENV,
                 user="0:0",
                 hostname="sandbox",
                 working_dir="/",
