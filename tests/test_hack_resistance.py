@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from service.benchmark import humaneval_tests
+
 ADD_CHECK = {"kind": "assert", "entry_point": "add",
              "test_code": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(5, 5) == 10\n"}
 
@@ -78,16 +80,12 @@ def test_redefining_a_helper_the_tests_rely_on_does_not_help(api, humaneval):
     problem = next(p for p in humaneval if p["task_id"] == "HumanEval/38")
     cheat = ("def encode_cyclic(s: str):\n    return s\n\n"
              "def decode_cyclic(s: str):\n    return s\n")
-    res = api.post("/reward", json={"code": cheat, "profile": "binary", "tests": {
-        "kind": "assert", "test_code": problem["test"], "entry_point": problem["entry_point"],
-        "support_code": problem["prompt"]}}).json()
+    res = api.post("/reward", json={"code": cheat, "profile": "binary", "tests": humaneval_tests(problem)}).json()
     assert res["reward"] == 0.0
 
 
 def humaneval_item(problem: dict, code: str, profile: str = "binary") -> dict:
-    return {"id": problem["task_id"], "code": code, "profile": profile,
-            "tests": {"kind": "assert", "test_code": problem["test"], "entry_point": problem["entry_point"],
-                      "support_code": problem["prompt"]}}
+    return {"id": problem["task_id"], "code": code, "profile": profile, "tests": humaneval_tests(problem)}
 
 
 def test_all_164_humaneval_canonical_solutions_pass(api, humaneval):

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from rewardbox import AsyncClient, Client, RewardboxError
+from rewardbox.ground_truth import from_verification_info, from_verl
 from trainer.adapters import verl
-from trainer.adapters.ground_truth import from_verification_info, from_verl
 from trainer.adapters.trl import reward_functions
 
 from .conftest import start_server, stop_server

@@ -18,8 +18,7 @@ from typing import Any
 
 from rewardbox import Client
 from rewardbox.extract import extract_code
-
-from .ground_truth import tests_of
+from rewardbox.ground_truth import tests_of
 
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")
 

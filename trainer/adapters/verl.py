@@ -11,8 +11,7 @@ from typing import Any
 
 from rewardbox import AsyncClient, Client
 from rewardbox.extract import extract_code
-
-from .ground_truth import from_verl
+from rewardbox.ground_truth import from_verl
 
 _client: Client | None = None
 
