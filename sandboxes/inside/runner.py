@@ -474,7 +474,7 @@ class Runner:
         done: dict | None = None
         judge_error = None
         ours.setblocking(False)
-        reader = _SockReader(ours)
+        reader = wire.FdReader(ours.fileno())
         while done is None:
             now = time.monotonic()
             if now > total_deadline:
@@ -529,11 +529,6 @@ class Runner:
                 res["status"] = "sandbox_error"
                 res["error"] = "judge failed: " + str(done["error"])[:2000]
         return res
-
-
-class _SockReader(wire.FdReader):
-    def __init__(self, sock: socket.socket) -> None:
-        super().__init__(sock.fileno())
 
 
 def _judge_child(runner: Runner, job: dict, limits: dict, vsock: socket.socket, chan: list[int], cand_pid: int):
