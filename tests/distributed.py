@@ -97,9 +97,11 @@ def service_env(redis_url: str, prefix: str, **extra: str) -> dict[str, str]:
     return env
 
 
-def start_worker(env: dict[str, str], netns: str | None = None) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "service.cli", "worker", "--log-level", "warning"]
-    return subprocess.Popen((["ip", "netns", "exec", netns] if netns else []) + cmd, env=env, cwd=ROOT)
+def start_worker(env: dict[str, str], netns: str | None = None, log_to: Path | None = None) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "service.cli", "worker", "--log-level", "info" if log_to else "warning"]
+    log = open(log_to, "w") if log_to else None  # noqa: SIM115 - the child writes it until it exits
+    return subprocess.Popen((["ip", "netns", "exec", netns] if netns else []) + cmd, env=env, cwd=ROOT,
+                            stderr=log)
 
 
 def start_api(env: dict[str, str], host: str = "127.0.0.1", netns: str | None = None

@@ -102,10 +102,10 @@ def test_a_worker_killed_mid_batch_loses_nothing_and_duplicates_nothing(redis_se
     assert len(held_ids) == 500
 
 
-def test_a_worker_stopped_by_sigterm_finishes_or_hands_back_its_jobs(redis_server, procs):
+def test_a_worker_stopped_by_sigterm_finishes_or_hands_back_its_jobs(redis_server, procs, tmp_path):
     prefix = new_prefix()
     env = service_env(redis_server.url, prefix, REWARDBOX_WORKER_GRACE_S="0.3")
-    procs += [start_worker(env), start_worker(env)]
+    procs += [start_worker(env, log_to=tmp_path / "stopped.log"), start_worker(env)]
     r = redis_server.client()
     wait_for_workers(r, prefix, 2)
     api, url = start_api(env)
@@ -117,6 +117,7 @@ def test_a_worker_stopped_by_sigterm_finishes_or_hands_back_its_jobs(redis_serve
         procs[0].send_signal(signal.SIGTERM)
         assert procs[0].wait(30) == 0
         response = batch.result()
+    assert "handed back job" in (tmp_path / "stopped.log").read_text()
     check_results(items, response.json()["results"], set())
     assert sorted(stored_client_ids(r, prefix)) == sorted(it["id"] for it in items)
 
