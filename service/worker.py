@@ -217,3 +217,18 @@ async def serve(settings: Settings) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, worker.stop)
         await worker.run()
+
+
+def healthy(settings: Settings) -> bool:
+    """A worker of this host (container) sent a heartbeat with a warm pool in the last 15 s."""
+    import redis
+
+    client = redis.Redis.from_url(settings.redis_url, decode_responses=True, socket_timeout=3)
+    try:
+        beats = [json.loads(b) for b in client.hgetall(f"{settings.redis_prefix}:workers").values()]
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+    mine = [b for b in beats if b["consumer"].startswith(socket.gethostname() + ":")]
+    return any(time.time() - b["time"] < 15 and b["pool"]["warm"] for b in mine)

@@ -30,7 +30,8 @@ def item(i: int, right: bool = True, sleep_s: float = 0.0) -> dict:
     """A cheap item with a known verdict: f() returns i; the test expects i (passed) or i + 1 (failed)."""
     pause = f"    import time\n    time.sleep({sleep_s})\n" if sleep_s else ""
     return {"id": f"item-{i}", "code": f"def f():\n{pause}    return {i}\n", "profile": "binary",
-            "tests": {"kind": "function", "entry_point": "f", "cases": [{"args": [], "expected": i if right else i + 1}]}}
+            "tests": {"kind": "function", "entry_point": "f",
+                      "cases": [{"args": [], "expected": i if right else i + 1}]}}
 
 
 def check_results(items: list[dict], results: list[dict], wrong: set[int]) -> None:
