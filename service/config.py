@@ -27,6 +27,7 @@ class Settings:
     db_retention: int = 1_000_000  # rollouts kept (oldest dropped first)
     redis_url: str = ""  # distributed mode when set: jobs go through Redis to `rewardbox worker` processes
     redis_prefix: str = "rewardbox"  # key prefix, so that several deployments can share one Redis
+    redis_retention: int = 100_000  # rollouts kept in Redis (distributed mode; a few KiB each, in memory)
     max_queued: int = 2048  # items accepted and not yet started (all API instances); beyond it: 429
     deadline_s: float = 600.0  # default per-request deadline: items not started by then are infra_error
     result_cache_size: int = 100_000  # identical items answered from the cache; 0 disables it
@@ -52,6 +53,7 @@ class Settings:
             db_retention=int(_env("DB_RETENTION", cls.db_retention)),
             redis_url=os.environ.get("REDIS_URL", ""),
             redis_prefix=os.environ.get("REWARDBOX_REDIS_PREFIX", cls.redis_prefix),
+            redis_retention=int(_env("REDIS_RETENTION", cls.redis_retention)),
             max_queued=int(_env("MAX_QUEUED", cls.max_queued)),
             deadline_s=_env("DEADLINE_S", cls.deadline_s),
             result_cache_size=int(_env("RESULT_CACHE_SIZE", cls.result_cache_size)),

@@ -38,9 +38,14 @@ from .redis_store import RedisRolloutStore
 
 log = logging.getLogger("rewardbox.queue")
 DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
-RESULT_TTL_S = 24 * 3600
 HEARTBEAT_S = 2.0
 WORKER_STALE_S = 15.0
+
+
+def result_ttl_s(s: Settings) -> int:
+    """How long a job's result key (its idempotence marker) lives: longer than any duplicate delivery of the job
+    can still be running (its entry is deleted when the result is recorded)."""
+    return int(2 * s.max_item_s + s.claim_idle_s + 300)
 
 
 def connect(url: str, timeout_s: float = 5.0) -> aioredis.Redis:
@@ -114,8 +119,8 @@ class Queue:
         s = self.settings
         return int(await self._record(args=[
             self.prefix, self.stream, entry, job_id, json.dumps(payload), record, status,
-            s.db_retention, key, "1" if cacheable else "0", int(s.result_cache_ttl_s) or 1, s.result_cache_size,
-            RESULT_TTL_S, int(s.deadline_s + 2 * s.max_item_s + 120), "1" if only_if_undelivered else "0"]))
+            s.redis_retention, key, "1" if cacheable else "0", int(s.result_cache_ttl_s) or 1, s.result_cache_size,
+            result_ttl_s(s), int(s.deadline_s + 2 * s.max_item_s + 120), "1" if only_if_undelivered else "0"]))
 
     async def hand_back(self, entry: str, job_id: str, data: str) -> None:
         await self._hand_back(args=[self.prefix, self.stream, entry, job_id, data])
@@ -143,7 +148,7 @@ class RedisExecutor:
         self.reader = connect(settings.redis_url, timeout_s=10.0)  # BLPOP blocks a connection of its own
         self.reply = f"{self.queue.prefix}:reply:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.store = None if settings.db_path == "off" else RedisRolloutStore(
-            settings.redis_url, settings.redis_prefix, settings.db_retention)
+            settings.redis_url, settings.redis_prefix, settings.redis_retention)
         self.key_versions = code_versions()
         self.image_id, self.versions = "", {}
         self._waiting: dict[str, list[asyncio.Future[dict]]] = {}

@@ -67,7 +67,8 @@ class Worker:
                     if time.monotonic() - last_claim > self.settings.claim_idle_s / 4:
                         last_claim = time.monotonic()
                         entries = await self._claim(free)
-                    if not entries:
+                    claimed = bool(entries)
+                    if not claimed:
                         entries = await self._read(free)
                 except DOWN as e:
                     log.warning("Redis down (%s); retrying", e)
@@ -79,7 +80,7 @@ class Worker:
                     await self.queue.ensure_group()  # Redis restarted without its data
                     continue
                 for entry, fields in entries:
-                    self._start(entry, fields)
+                    self._start(entry, fields, claimed)
         finally:
             await self._drain()
             beat.cancel()
@@ -111,14 +112,15 @@ class Worker:
             claimed.append((entry, fields))
         return claimed
 
-    def _start(self, entry: str, fields: dict[str, str]) -> None:
-        task = asyncio.create_task(self._handle(entry, fields["job"], fields["data"]))
+    def _start(self, entry: str, fields: dict[str, str], claimed: bool) -> None:
+        task = asyncio.create_task(self._handle(entry, fields["job"], fields["data"], claimed))
         self._jobs[entry] = (task, fields["job"], fields["data"])
         task.add_done_callback(lambda _: self._jobs.pop(entry, None))
 
-    async def _handle(self, entry: str, job_id: str, raw: str) -> None:
+    async def _handle(self, entry: str, job_id: str, raw: str, claimed: bool) -> None:
         data = json.loads(raw)
-        if await self.queue.redis.exists(f"{self.queue.prefix}:result:{job_id}"):  # done by a worker that died
+        # A claimed job may have been finished by the worker that died (or is slow); a fresh one cannot have been.
+        if claimed and await self.queue.redis.exists(f"{self.queue.prefix}:result:{job_id}"):
             await self.queue.record(job_id, entry, {}, "", "", "", False)  # only acks: the result stays as it is
             return
         started = time.time()
@@ -147,10 +149,8 @@ class Worker:
             try:
                 recorded = await self.queue.record(job_id, entry, payload, record, status, key, ok)
                 break
-            except DOWN as e:
-                if self._stopping.is_set() and delay > 5:
-                    log.error("could not record job %s: %s; it will be redelivered", job_id, e)
-                    return
+            except DOWN as e:  # when stopping, _drain cancels us after the grace period: the job stays pending
+                log.warning("recording job %s: Redis down (%s); retrying", job_id, e)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
         self.completed += recorded

@@ -111,7 +111,7 @@ def test_a_worker_stopped_by_sigterm_finishes_or_hands_back_its_jobs(redis_serve
     wait_for_workers(r, prefix, 2)
     api, url = start_api(env)
     procs.append(api)
-    items = [item(i, sleep_s=0.5) for i in range(24)]  # longer than the grace period: some are handed back
+    items = [item(i, sleep_s=0.5) for i in range(12)]  # longer than the grace period: some are handed back
     with ThreadPoolExecutor(1) as pool:
         batch = pool.submit(httpx.post, url + "/reward/batch", json={"items": items}, timeout=300)
         wait_until(lambda: r.zcard(f"{prefix}:rollouts") >= 2, 60, "the first items done")
@@ -257,3 +257,24 @@ def test_api_and_workers_on_separate_hosts_talk_only_through_redis(procs):
             for p in procs:
                 stop(p, signal.SIGKILL, 10)
             server.stop()
+
+
+def test_the_redis_rollout_store_keeps_the_newest_up_to_its_retention_and_pages_them(redis_server):
+    from service.redis_store import RedisRolloutStore
+
+    store = RedisRolloutStore(redis_server.url, new_prefix(), retention=5)
+    for i in range(8):
+        result = {"rollout_id": f"r{i}", "id": f"c{i}", "status": "passed" if i % 2 else "failed",
+                  "reward": float(i % 2), "profile": "binary", "details": {}}
+        store.add({"language": "python", "code": "x"}, result, "img", {"runner": "v"})
+    assert store.get("r2") is None and store.get("r3")["client_id"] == "c3"  # the oldest three dropped
+    page, cursor = store.list(limit=2)
+    assert [r["id"] for r in page] == ["r7", "r6"] and cursor is not None
+    rest, end = store.list(limit=10, cursor=cursor)
+    assert [r["id"] for r in rest] == ["r5", "r4", "r3"] and end is None
+    assert [r["id"] for r in store.list(failed=True)[0]] == ["r6", "r4"]
+    assert [r["id"] for r in store.list(status="passed", limit=1)[0]] == ["r7"]
+    assert len(list(store.export())) == 5
+    r = redis_server.client()
+    assert r.zcard(f"{store.prefix}:rollouts:failed") == 2  # the dropped ones left no index entry behind
+    store.close()

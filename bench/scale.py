@@ -1,0 +1,173 @@
+"""Benchmark: distributed mode's throughput with 1, 2 and 4 worker processes, latency under steady load, and the
+per-item overhead of going through Redis, each against embedded mode measured in the same run.
+
+    .venv/bin/python bench/scale.py              # table
+    .venv/bin/python bench/scale.py --json       # one JSON document
+
+Real processes: a redis-server of our own (random port), `rewardbox worker`s and `rewardbox serve`, real HTTP.
+Every worker and the embedded server own a pool of ONE sandbox, so "N workers" means N sandboxes. Items are cheap
+(`binary` profile, one function case) and all distinct; the result cache is off, so that every item runs.
+On a 2-core machine more than 2 workers cannot add throughput: the figures say what the box allows.
+Prints numbers; it is not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import start_server, stop_server  # noqa: E402
+from tests.distributed import (  # noqa: E402 - the same process harness as the distributed-mode tests
+    RedisServer,
+    new_prefix,
+    service_env,
+    start_api,
+    start_worker,
+    stop,
+    wait_for_workers,
+)
+
+COMMON = {"REWARDBOX_POOL_SIZE": "1", "REWARDBOX_RESULT_CACHE_SIZE": "0", "REWARDBOX_MAX_BATCH": "2000",
+          "REWARDBOX_BACKEND": os.environ.get("REWARDBOX_BACKEND", "docker")}
+
+
+def items(n: int) -> list[dict]:
+    tag = uuid.uuid4().hex[:8]
+    return [{"id": f"{tag}-{i}", "code": f"def f():\n    return {i}  # {tag}\n", "profile": "binary",
+             "tests": {"kind": "function", "entry_point": "f", "cases": [{"args": [], "expected": i}]}}
+            for i in range(n)]
+
+
+def percentile(ms: list[float], q: float) -> float:
+    ms = sorted(ms)
+    return ms[min(len(ms) - 1, max(0, round(q * len(ms)) - 1))]
+
+
+def latency(url: str, n: int) -> dict:
+    """One item at a time: the round trip of a single /reward."""
+    samples = []
+    with httpx.Client(base_url=url, timeout=60) as client:
+        for it in items(n + 10):
+            t0 = time.perf_counter()
+            assert client.post("/reward", json=it).json()["status"] == "passed"
+            samples.append((time.perf_counter() - t0) * 1000)
+    samples = samples[10:]  # warm-up
+    return {"n": len(samples), "p50_ms": statistics.median(samples), "p90_ms": percentile(samples, 0.9),
+            "p99_ms": percentile(samples, 0.99)}
+
+
+def throughput(url: str, n: int) -> dict:
+    batch = items(n)
+    t0 = time.perf_counter()
+    results = httpx.post(url + "/reward/batch", json={"items": batch}, timeout=600).json()["results"]
+    wall = time.perf_counter() - t0
+    assert all(r["status"] == "passed" for r in results), {r["status"] for r in results}
+    return {"items": n, "wall_s": wall, "items_per_s": n / wall}
+
+
+def steady(url: str, clients: int, seconds: float) -> dict:
+    """`clients` clients each posting one item at a time for `seconds`: latency percentiles at that load."""
+    stop_at = time.monotonic() + seconds
+
+    def client_loop(_: int) -> list[float]:
+        out = []
+        with httpx.Client(base_url=url, timeout=60) as client:
+            for it in items(100_000):
+                if time.monotonic() > stop_at:
+                    break
+                t0 = time.perf_counter()
+                assert client.post("/reward", json=it).json()["status"] == "passed"
+                out.append((time.perf_counter() - t0) * 1000)
+        return out
+
+    with ThreadPoolExecutor(clients) as pool:
+        samples = [s for chunk in pool.map(client_loop, range(clients)) for s in chunk]
+    return {"clients": clients, "items": len(samples), "items_per_s": len(samples) / seconds,
+            "p50_ms": statistics.median(samples), "p90_ms": percentile(samples, 0.9),
+            "p99_ms": percentile(samples, 0.99)}
+
+
+def embedded(args: argparse.Namespace) -> dict:
+    db = os.path.join(tempfile.mkdtemp(prefix="rewardbox-bench-"), "rollouts.sqlite3")
+    proc, url = start_server({**COMMON, "REWARDBOX_DB": db})
+    try:
+        return {"latency": latency(url, args.latency_n), "throughput": throughput(url, args.batch),
+                "steady": steady(url, args.clients, args.seconds)}
+    finally:
+        stop_server(proc)
+
+
+def distributed(redis: RedisServer, workers: int, args: argparse.Namespace) -> dict:
+    prefix = new_prefix()
+    env = service_env(redis.url, prefix, **COMMON)
+    procs = [start_worker(env) for _ in range(workers)]
+    try:
+        client = redis.client()
+        wait_for_workers(client, prefix, workers)
+        api, url = start_api(env)
+        procs.append(api)
+        out = {"workers": workers, "throughput": throughput(url, args.batch),
+               "steady": steady(url, args.clients, args.seconds)}
+        if workers == 1:
+            out["latency"] = latency(url, args.latency_n)
+        return out
+    finally:
+        for p in reversed(procs):
+            stop(p, signal.SIGTERM, 30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=400)
+    parser.add_argument("--latency-n", type=int, default=150)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    report: dict = {"cpus": os.cpu_count(), "backend": COMMON["REWARDBOX_BACKEND"], "embedded": embedded(args)}
+    redis = RedisServer()
+    redis.start()
+    try:
+        report["distributed"] = [distributed(redis, int(w), args) for w in args.workers.split(",")]
+    finally:
+        redis.stop()
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    emb = report["embedded"]
+    one = report["distributed"][0]
+    print(f"{report['cpus']} CPUs, {report['backend']} backend, one sandbox per worker (and for embedded mode)")
+    print(f"\nthroughput, one /reward/batch of {args.batch} cheap items:")
+    print(f"  embedded, 1 sandbox          {emb['throughput']['items_per_s']:7.1f} items/s")
+    for d in report["distributed"]:
+        print(f"  distributed, {d['workers']} worker(s)      {d['throughput']['items_per_s']:7.1f} items/s"
+              f"  ({d['throughput']['items_per_s'] / emb['throughput']['items_per_s']:.2f}x embedded)")
+    print(f"\none item at a time (n={emb['latency']['n']}):   p50       p90       p99")
+    for name, lat in (("embedded", emb["latency"]), ("distributed, 1 worker", one["latency"])):
+        print(f"  {name:22s} {lat['p50_ms']:7.2f}ms {lat['p90_ms']:7.2f}ms {lat['p99_ms']:7.2f}ms")
+    print(f"  p50 overhead of distributed mode: {one['latency']['p50_ms'] - emb['latency']['p50_ms']:+.2f} ms")
+    print(f"\nsteady load, {args.clients} clients x {args.seconds:g}s, one item per request:")
+    rows = [("embedded", emb["steady"])] + [(f"distributed, {d['workers']} worker(s)", d["steady"])
+                                            for d in report["distributed"]]
+    for name, st in rows:
+        print(f"  {name:25s} {st['items_per_s']:6.1f} items/s  p50 {st['p50_ms']:.2f}ms  p90 {st['p90_ms']:.2f}ms"
+              f"  p99 {st['p99_ms']:.2f}ms")
+
+
+if __name__ == "__main__":
+    main()
