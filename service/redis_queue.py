@@ -40,6 +40,7 @@ log = logging.getLogger("rewardbox.queue")
 DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 HEARTBEAT_S = 2.0
 WORKER_STALE_S = 15.0
+GIVE_UP_DOWN_S = 10.0  # requests waiting while Redis is unreachable this long answer infra_error
 
 
 def result_ttl_s(s: Settings) -> int:
@@ -153,6 +154,8 @@ class RedisExecutor:
         self.image_id, self.versions = "", {}
         self._waiting: dict[str, list[asyncio.Future[dict]]] = {}
         self._early: dict[str, tuple[float, dict]] = {}  # replies that came before their waiter registered
+        self._epoch_of: dict[str, str] = {}  # our jobs -> the Redis epoch they were enqueued in
+        self._down_since: float | None = None
         self._snapshot: dict[str, Any] = _empty_snapshot()
         self._lint_hits = self._queued = 0
         self._tasks: list[asyncio.Task] = []
@@ -234,7 +237,9 @@ class RedisExecutor:
                     len(jobs))
                 raise
             answers: list[Any] = []
-            for i, (kind, value) in enumerate(zip(out[2::2], out[3::2], strict=True)):
+            for job_id, _, _ in jobs:
+                self._epoch_of[job_id] = out[2]
+            for i, (kind, value) in enumerate(zip(out[3::2], out[4::2], strict=True)):
                 if kind == "hit":
                     answers.append(("hit", json.loads(value)))
                 elif kind == "done":
@@ -256,6 +261,8 @@ class RedisExecutor:
                 self._forget(job_id, future)
             for job_id, future, _ in waits.values():
                 self._forget(job_id, future)
+            for job_id, _, _ in jobs:
+                self._epoch_of.pop(job_id, None)
 
     async def _collect(self, waits: dict[int, tuple[str, asyncio.Future[dict], str]], jobs: list, deadline_s: float
                        ) -> None:
@@ -272,7 +279,7 @@ class RedisExecutor:
                 data = json.loads(jobs[i][2])
                 try:
                     await self.queue.record(job_id, entry, not_started_payload(data, job_id), self._record_of(data,
-                                            job_id), "infra_error", "", False, only_if_undelivered=True)
+                                            job_id), "infra_error", jobs[i][1], False, only_if_undelivered=True)
                 except RedisError as e:
                     log.warning("withdrawing job %s failed: %s", job_id, e)
         await asyncio.wait(pending, timeout=2 * self.settings.max_item_s + 30)
@@ -309,9 +316,11 @@ class RedisExecutor:
             if not future.done():
                 future.set_result(payload)
 
-    def _fail_all(self, message: str) -> None:
+    def _fail_all(self, message: str, epoch: str | None = None) -> None:
+        """Answer infra_error to every waiter (of jobs enqueued in `epoch`, when given): their results cannot come."""
         for job_id in list(self._waiting):
-            self._deliver(job_id, _lost(job_id, message))
+            if epoch is None or self._epoch_of.get(job_id, epoch) == epoch:
+                self._deliver(job_id, _lost(job_id, message))
 
     # -- background
 
@@ -334,14 +343,19 @@ class RedisExecutor:
         """Once a second: did Redis lose its data (then nothing we wait for will come), queue depth, workers."""
         while True:
             try:
+                old = self.queue.epoch
                 if await self.queue.check_epoch():
-                    log.error("Redis lost its data (restarted without persistence): failing %d waiting jobs",
-                              len(self._waiting))
-                    self._fail_all("the queue was lost (Redis restarted without its data)")
+                    log.error("Redis lost its data (restarted without persistence): failing the jobs it held")
+                    self._fail_all("the queue was lost (Redis restarted without its data)", old)
+                self._down_since = None
                 self._queued = await self.queue.queued()
                 self._read_workers(await self.queue.redis.hgetall(f"{self.queue.prefix}:workers"))
             except DOWN:
                 self._snapshot = {**self._snapshot, "warm": False}
+                self._down_since = self._down_since or time.monotonic()
+                if time.monotonic() - self._down_since > GIVE_UP_DOWN_S and self._waiting:
+                    # Whatever comes back later is still recorded and cached: a client that asks again gets it.
+                    self._fail_all(f"Redis unreachable for more than {GIVE_UP_DOWN_S:g}s")
             except RedisError as e:
                 log.warning("monitor: %s", e)
             await asyncio.sleep(1.0)

@@ -50,7 +50,7 @@ return add_rollout(ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]))
 """
 
 # Admit a request's items, all or none. ARGV: P, stream, max_queued, reply key, inflight ttl, use_cache, then
-# (job, cache key or '', data) per item. Returns {'overloaded', queued} or {'ok', queued, kind1, value1, ...}
+# (job, cache key or '', data) per item. Returns {'overloaded', queued} or {'ok', queued, epoch, kind1, value1, ...}
 # with kind 'hit' (value: cached result), 'done' (value: '<job>\n<result>'), 'attach' (value: job) or 'queued'
 # (value: '<job>\n<stream entry id>').
 ENQUEUE = """
@@ -80,7 +80,7 @@ if new > 0 then
   queued = redis.call('XLEN', stream) - ((ok and pending[1]) or 0)
   if queued + new > maxq then return {'overloaded', queued} end
 end
-local out = {'ok', queued}
+local out = {'ok', queued, redis.call('GET', P .. ':epoch') or ''}
 for i = 0, n - 1 do
   local job, ck, data = ARGV[7 + 3 * i], ARGV[8 + 3 * i], ARGV[9 + 3 * i]
   local p = plan[i]
