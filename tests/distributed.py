@@ -50,8 +50,9 @@ def wait_until(check, timeout_s: float, what: str, interval_s: float = 0.1):
 
 
 class RedisServer:
-    def __init__(self, bind: tuple[str, ...] = ("127.0.0.1",)) -> None:
+    def __init__(self, bind: tuple[str, ...] = ("127.0.0.1",), persistent: bool = False) -> None:
         self.binary = redis_binary()
+        self.persistence = ["--appendonly", "yes", "--appendfsync", "always"] if persistent else ["--appendonly", "no"]
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="rewardbox-redis-")
         self.bind = bind
@@ -66,7 +67,7 @@ class RedisServer:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", *self.bind, "--save", "", "--appendonly", "no",
+            [self.binary, "--port", str(self.port), "--bind", *self.bind, "--save", "", *self.persistence,
              "--dir", self.dir, "--protected-mode", "no", "--loglevel", "warning"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = self.client()

@@ -181,6 +181,32 @@ def test_redis_restart_gives_503_and_infra_error_then_recovers(redis_server, pro
     wait_until(serves, 60, "the API to recover by itself", 0.5)
 
 
+def test_a_redis_restart_with_persistence_loses_no_accepted_item(procs):
+    server = RedisServer(persistent=True)
+    server.start()
+    try:
+        prefix = new_prefix()
+        env = service_env(server.url, prefix)
+        procs.append(start_worker(env))
+        r = server.client()
+        wait_for_workers(r, prefix, 1)
+        api, url = start_api(env)
+        procs.append(api)
+        items = [item(i, sleep_s=0.2) for i in range(10)]
+        with ThreadPoolExecutor(1) as pool:
+            batch = pool.submit(httpx.post, url + "/reward/batch", json={"items": items}, timeout=120)
+            wait_until(lambda: r.zcard(f"{prefix}:rollouts") >= 1, 60, "the first item done")
+            server.stop()
+            server.start()  # replays its append-only file: queue, pending entries, waiters
+            results = batch.result().json()["results"]
+        check_results(items, results, set())
+        assert sorted(stored_client_ids(r, prefix)) == sorted(it["id"] for it in items)
+    finally:
+        for p in procs:
+            stop(p, signal.SIGKILL, 10)
+        server.stop()
+
+
 def test_overload_is_refused_fast_and_what_is_accepted_completes(redis_server, procs):
     prefix = new_prefix()
     env = service_env(redis_server.url, prefix, REWARDBOX_MAX_QUEUED="20", REWARDBOX_WORKER_CONCURRENCY="2")
@@ -253,6 +279,12 @@ def test_api_and_workers_on_separate_hosts_talk_only_through_redis(procs):
             assert 'rewardbox_result_cache_total{outcome="hit"} 30.0' in httpx.get(url + "/metrics").text
             listed = httpx.get(url + "/rollouts", params={"failed": "true", "limit": 100}).json()["rollouts"]
             assert len(listed) == 20  # the failed ones, first run and cache hits; shared store in Redis
+            replay = httpx.post(f"{url}/rollouts/{first[1]['rollout_id']}/replay", timeout=60).json()
+            assert replay["identical"] and not replay["result"]["details"].get("cache_hit")
+            run = httpx.post(url + "/run_code", json={"code": "print(6 * 7)"}, timeout=60).json()
+            assert run["status"] == "Success" and run["run_result"]["stdout"] == "42\n"
+            board = httpx.get(url + "/dashboard/data", timeout=30).json()
+            assert {s["status"]: s["count"] for s in board["statuses"]}["failed"] == 20
         finally:
             for p in procs:
                 stop(p, signal.SIGKILL, 10)
