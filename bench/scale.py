@@ -45,6 +45,11 @@ COMMON = {"REWARDBOX_POOL_SIZE": "1", "REWARDBOX_RESULT_CACHE_SIZE": "0", "REWAR
           "REWARDBOX_BACKEND": os.environ.get("REWARDBOX_BACKEND", "docker")}
 
 
+def loadavg() -> str:
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
 def items(n: int) -> list[dict]:
     tag = uuid.uuid4().hex[:8]
     return [{"id": f"{tag}-{i}", "code": f"def f():\n    return {i}  # {tag}\n", "profile": "binary",
@@ -139,19 +144,22 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    report: dict = {"cpus": os.cpu_count(), "backend": COMMON["REWARDBOX_BACKEND"], "embedded": embedded(args)}
+    report: dict = {"cpus": os.cpu_count(), "backend": COMMON["REWARDBOX_BACKEND"], "load_before": loadavg(),
+                    "embedded": embedded(args)}
     redis = RedisServer()
     redis.start()
     try:
         report["distributed"] = [distributed(redis, int(w), args) for w in args.workers.split(",")]
     finally:
         redis.stop()
+    report["load_after"] = loadavg()
     if args.json:
         print(json.dumps(report, indent=2))
         return
     emb = report["embedded"]
     one = report["distributed"][0]
-    print(f"{report['cpus']} CPUs, {report['backend']} backend, one sandbox per worker (and for embedded mode)")
+    print(f"{report['cpus']} CPUs, {report['backend']} backend, one sandbox per worker (and for embedded mode); "
+          f"load average {report['load_before']} before, {report['load_after']} after (other work on the box)")
     print(f"\nthroughput, one /reward/batch of {args.batch} cheap items:")
     print(f"  embedded, 1 sandbox          {emb['throughput']['items_per_s']:7.1f} items/s")
     for d in report["distributed"]:

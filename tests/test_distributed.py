@@ -58,6 +58,11 @@ def procs():
         stop(p, signal.SIGKILL, 10)
 
 
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
 def consumer_of(r, prefix: str, pid: int) -> str:
     beats = [json.loads(b) for b in r.hgetall(f"{prefix}:workers").values()]
     return next(b["consumer"] for b in beats if b["consumer"].split(":")[1] == str(pid))
@@ -225,8 +230,10 @@ def test_overload_is_refused_fast_and_what_is_accepted_completes(redis_server, p
         depth.append(r.xlen(f"{prefix}:jobs"))
         return res.status_code, time.monotonic() - started, res
 
+    rss_before = rss_kib(api.pid)
     with ThreadPoolExecutor(22) as pool:
         answers = list(pool.map(post, batches))
+    assert rss_kib(api.pid) - rss_before < 100 * 1024  # the refused work left nothing behind in the API
     refused = [(s, t, res) for s, t, res in answers if s == 429]
     accepted = [(b, res) for b, (s, _, res) in zip(batches, answers, strict=True) if s == 200]
     assert refused and accepted
