@@ -246,9 +246,10 @@ class RedisExecutor:
                     answers.append(("hit", json.loads(value.split("\n", 1)[1])))
                 else:
                     job_id, _, entry = value.partition("\n")
-                    future = own[job_id] if kind == "queued" else self._wait_for(job_id)
+                    future = own[job_id] if job_id in own else self._wait_for(job_id)
                     waits[i] = (job_id, future, entry)
                     answers.append(None)
+            await self._recorded_meanwhile([(j, f) for j, f, _ in waits.values() if j not in own])
             await self._collect(waits, jobs, deadline_s)
             for i, (job_id, future, _) in waits.items():
                 if future.done() and not future.cancelled():
@@ -290,6 +291,21 @@ class RedisExecutor:
         from .redis_store import rollout_record
 
         return rollout_record(data["item"], not_started_payload(data, job_id), self.image_id, self.versions)
+
+    async def _recorded_meanwhile(self, attached: list[tuple[str, asyncio.Future[dict]]]) -> None:
+        """A job we attached to may have been recorded, and its reply handed to another waiter of this process,
+        before our future was registered. The result key is set before any reply is sent, so reading it after
+        registering catches exactly those."""
+        attached = [(j, f) for j, f in attached if not f.done()]
+        if not attached:
+            return
+        try:
+            found = await self.queue.redis.mget([f"{self.queue.prefix}:result:{j}" for j, _ in attached])
+        except DOWN:
+            return
+        for (_, future), payload in zip(attached, found, strict=True):
+            if payload is not None and not future.done():
+                future.set_result(json.loads(payload))
 
     def _wait_for(self, job_id: str) -> asyncio.Future[dict]:
         future: asyncio.Future[dict] = asyncio.get_running_loop().create_future()

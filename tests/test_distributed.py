@@ -156,6 +156,26 @@ def _post_quietly(url: str, body: dict) -> None:
         pass  # its server was killed
 
 
+def test_identical_items_in_flight_run_once_across_requests(redis_server, procs):
+    prefix = new_prefix()
+    env = service_env(redis_server.url, prefix)
+    procs.append(start_worker(env))
+    r = redis_server.client()
+    wait_for_workers(r, prefix, 1)
+    api, url = start_api(env)
+    procs.append(api)
+    x, y = item(1, sleep_s=0.3), item(2, sleep_s=0.3)
+    first, second = [x, {**x, "id": "x-again"}, y], [{**y, "id": "y-again"}, {**x, "id": "x-third"}]
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda b: httpx.post(url + "/reward/batch", json={"items": b}, timeout=60),
+                                [first, second]))
+    results = [res for a in answers for res in a.json()["results"]]
+    assert [res["id"] for res in results] == ["item-1", "x-again", "item-2", "y-again", "x-third"]
+    assert all(res["status"] == "passed" for res in results)
+    assert len(stored_client_ids(r, prefix)) == 2  # x and y ran once each; the rest are marked hits
+    assert len(stored_client_ids(r, prefix, computed_only=False)) == 5
+
+
 def test_redis_restart_gives_503_and_infra_error_then_recovers(redis_server, procs):
     prefix = new_prefix()
     env = service_env(redis_server.url, prefix)
