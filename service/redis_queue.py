@@ -123,6 +123,13 @@ class Queue:
             s.redis_retention, key, "1" if cacheable else "0", int(s.result_cache_ttl_s) or 1, s.result_cache_size,
             result_ttl_s(s), int(s.deadline_s + 2 * s.max_item_s + 120), "1" if only_if_undelivered else "0"]))
 
+    async def ack(self, entry: str) -> None:
+        """Done with an entry whose result is already recorded (a duplicate delivery)."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.xack(self.stream, GROUP, entry)
+        pipe.xdel(self.stream, entry)
+        await pipe.execute()
+
     async def hand_back(self, entry: str, job_id: str, data: str) -> None:
         await self._hand_back(args=[self.prefix, self.stream, entry, job_id, data])
 

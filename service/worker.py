@@ -118,10 +118,18 @@ class Worker:
         task.add_done_callback(lambda _: self._jobs.pop(entry, None))
 
     async def _handle(self, entry: str, job_id: str, raw: str, claimed: bool) -> None:
+        try:
+            await self._score_and_record(entry, job_id, raw, claimed)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - the entry stays pending: claimed again, at most MAX_DELIVERIES times
+            log.exception("job %s failed on this worker", job_id)
+
+    async def _score_and_record(self, entry: str, job_id: str, raw: str, claimed: bool) -> None:
         data = json.loads(raw)
         # A claimed job may have been finished by the worker that died (or is slow); a fresh one cannot have been.
         if claimed and await self.queue.redis.exists(f"{self.queue.prefix}:result:{job_id}"):
-            await self.queue.record(job_id, entry, {}, "", "", "", False)  # only acks: the result stays as it is
+            await self.queue.ack(entry)
             return
         started = time.time()
         if started > data["deadline"]:
