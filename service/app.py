@@ -34,7 +34,7 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if settings.redis_url:  # distributed mode: no sandboxes here, workers anywhere
-            from .redis_queue import RedisExecutor
+            from .redis_executor import RedisExecutor
 
             executor: Executor = RedisExecutor(settings, metrics)
             await executor.start()
