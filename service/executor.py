@@ -138,6 +138,7 @@ class LocalExecutor:
         return self._finish(item, result, started)
 
     async def _score(self, item: RewardItem, rollout_id: str, deadline: float, deadline_s: float) -> ItemResult:
+        queued = time.perf_counter()
         self._waiting += 1
         try:
             await asyncio.wait_for(self._slots.acquire(), max(deadline - time.monotonic(), 0.0))
@@ -145,10 +146,13 @@ class LocalExecutor:
             return not_started(item, rollout_id, deadline_s)
         finally:
             self._waiting -= 1
+        waited_ms = (time.perf_counter() - queued) * 1000
         try:
-            return await self.scorer.score(item, rollout_id)
+            result = await self.scorer.score(item, rollout_id)
         finally:
             self._slots.release()
+        result.details.setdefault("timings", {})["queue_ms"] = round(waited_ms, 3)
+        return result
 
     def _finish(self, item: RewardItem, result: ItemResult, started: float) -> ItemResult:
         self.metrics.observe_item(result, time.perf_counter() - started)
