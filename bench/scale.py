@@ -62,17 +62,23 @@ def percentile(ms: list[float], q: float) -> float:
     return ms[min(len(ms) - 1, max(0, round(q * len(ms)) - 1))]
 
 
-def latency(url: str, n: int) -> dict:
-    """One item at a time: the round trip of a single /reward."""
-    samples = []
-    with httpx.Client(base_url=url, timeout=60) as client:
-        for it in items(n + 10):
+def latency_pair(embedded_url: str, distributed_url: str, n: int) -> dict:
+    """One item at a time, alternating between the two modes, so that both see the same load on the box."""
+    samples: dict[str, list[float]] = {"embedded": [], "distributed": []}
+    with httpx.Client(timeout=60) as client:
+        for i, it in enumerate(items(2 * (n + 10))):
+            mode, url = ("embedded", embedded_url) if i % 2 == 0 else ("distributed", distributed_url)
             t0 = time.perf_counter()
-            assert client.post("/reward", json=it).json()["status"] == "passed"
-            samples.append((time.perf_counter() - t0) * 1000)
-    samples = samples[10:]  # warm-up
-    return {"n": len(samples), "p50_ms": statistics.median(samples), "p90_ms": percentile(samples, 0.9),
-            "p99_ms": percentile(samples, 0.99)}
+            assert client.post(url + "/reward", json=it).json()["status"] == "passed"
+            samples[mode].append((time.perf_counter() - t0) * 1000)
+    out = {}
+    for mode, ms in samples.items():
+        ms = ms[10:]  # warm-up
+        out[mode] = {"n": len(ms), "p50_ms": statistics.median(ms), "p90_ms": percentile(ms, 0.9),
+                     "p99_ms": percentile(ms, 0.99)}
+    diffs = [d - e for e, d in zip(samples["embedded"][10:], samples["distributed"][10:], strict=True)]
+    out["paired_p50_overhead_ms"] = statistics.median(diffs)
+    return out
 
 
 def throughput(url: str, n: int) -> dict:
@@ -91,9 +97,8 @@ def steady(url: str, clients: int, seconds: float) -> dict:
     def client_loop(_: int) -> list[float]:
         out = []
         with httpx.Client(base_url=url, timeout=60) as client:
-            for it in items(100_000):
-                if time.monotonic() > stop_at:
-                    break
+            while time.monotonic() < stop_at:
+                it = items(1)[0]
                 t0 = time.perf_counter()
                 assert client.post("/reward", json=it).json()["status"] == "passed"
                 out.append((time.perf_counter() - t0) * 1000)
@@ -106,29 +111,25 @@ def steady(url: str, clients: int, seconds: float) -> dict:
             "p99_ms": percentile(samples, 0.99)}
 
 
-def embedded(args: argparse.Namespace) -> dict:
-    db = os.path.join(tempfile.mkdtemp(prefix="rewardbox-bench-"), "rollouts.sqlite3")
-    proc, url = start_server({**COMMON, "REWARDBOX_DB": db})
-    try:
-        return {"latency": latency(url, args.latency_n), "throughput": throughput(url, args.batch),
-                "steady": steady(url, args.clients, args.seconds)}
-    finally:
-        stop_server(proc)
-
-
-def distributed(redis: RedisServer, workers: int, args: argparse.Namespace) -> dict:
+def distributed(redis: RedisServer, workers: int, embedded_url: str, args: argparse.Namespace) -> dict:
+    """Throughput and steady load with `workers` workers, each run next to an embedded run (the baseline of that
+    moment: the box is shared, its load drifts); the single-item overhead with one worker."""
     prefix = new_prefix()
     env = service_env(redis.url, prefix, **COMMON)
     procs = [start_worker(env) for _ in range(workers)]
     try:
-        client = redis.client()
-        wait_for_workers(client, prefix, workers)
+        wait_for_workers(redis.client(), prefix, workers)
         api, url = start_api(env)
         procs.append(api)
-        out = {"workers": workers, "throughput": throughput(url, args.batch),
-               "steady": steady(url, args.clients, args.seconds)}
+        runs = [(throughput(embedded_url, args.batch)["items_per_s"], throughput(url, args.batch)["items_per_s"])
+                for _ in range(args.rounds)]
+        out = {"workers": workers, "embedded_items_per_s": statistics.median(e for e, _ in runs),
+               "items_per_s": statistics.median(d for _, d in runs),
+               "ratio": statistics.median(d / e for e, d in runs),
+               "steady": steady(url, args.clients, args.seconds),
+               "steady_embedded": steady(embedded_url, args.clients, args.seconds)}
         if workers == 1:
-            out["latency"] = latency(url, args.latency_n)
+            out["latency"] = latency_pair(embedded_url, url, args.latency_n)
         return out
     finally:
         for p in reversed(procs):
@@ -140,41 +141,46 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=400)
     parser.add_argument("--latency-n", type=int, default=150)
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    report: dict = {"cpus": os.cpu_count(), "backend": COMMON["REWARDBOX_BACKEND"], "load_before": loadavg(),
-                    "embedded": embedded(args)}
+    report: dict = {"cpus": os.cpu_count(), "backend": COMMON["REWARDBOX_BACKEND"], "load_before": loadavg()}
+    db = os.path.join(tempfile.mkdtemp(prefix="rewardbox-bench-"), "rollouts.sqlite3")
+    embedded_proc, embedded_url = start_server({**COMMON, "REWARDBOX_DB": db})
     redis = RedisServer()
     redis.start()
     try:
-        report["distributed"] = [distributed(redis, int(w), args) for w in args.workers.split(",")]
+        report["distributed"] = [distributed(redis, int(w), embedded_url, args) for w in args.workers.split(",")]
     finally:
         redis.stop()
+        stop_server(embedded_proc)
     report["load_after"] = loadavg()
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    emb = report["embedded"]
-    one = report["distributed"][0]
-    print(f"{report['cpus']} CPUs, {report['backend']} backend, one sandbox per worker (and for embedded mode); "
+    print(f"{report['cpus']} CPUs, {report['backend']} backend, one sandbox per worker and for embedded mode; "
           f"load average {report['load_before']} before, {report['load_after']} after (other work on the box)")
-    print(f"\nthroughput, one /reward/batch of {args.batch} cheap items:")
-    print(f"  embedded, 1 sandbox          {emb['throughput']['items_per_s']:7.1f} items/s")
+    print(f"\nthroughput, /reward/batch of {args.batch} cheap items, median of {args.rounds} rounds, each next to an"
+          f" embedded round:")
     for d in report["distributed"]:
-        print(f"  distributed, {d['workers']} worker(s)      {d['throughput']['items_per_s']:7.1f} items/s"
-              f"  ({d['throughput']['items_per_s'] / emb['throughput']['items_per_s']:.2f}x embedded)")
-    print(f"\none item at a time (n={emb['latency']['n']}):   p50       p90       p99")
-    for name, lat in (("embedded", emb["latency"]), ("distributed, 1 worker", one["latency"])):
-        print(f"  {name:22s} {lat['p50_ms']:7.2f}ms {lat['p90_ms']:7.2f}ms {lat['p99_ms']:7.2f}ms")
-    print(f"  p50 overhead of distributed mode: {one['latency']['p50_ms'] - emb['latency']['p50_ms']:+.2f} ms")
+        print(f"  distributed, {d['workers']} worker(s) {d['items_per_s']:7.1f} items/s   embedded alongside"
+              f" {d['embedded_items_per_s']:7.1f} items/s   ratio {d['ratio']:.2f}x")
+    lat = report["distributed"][0]["latency"]
+    print(f"\none item at a time, the two modes alternating (n={lat['embedded']['n']} each):   p50       p90      p99")
+    for name in ("embedded", "distributed"):
+        row = lat[name]
+        print(f"  {name + (' (1 worker)' if name == 'distributed' else ''):24s}"
+              f" {row['p50_ms']:7.2f}ms {row['p90_ms']:7.2f}ms {row['p99_ms']:7.2f}ms")
+    print(f"  p50 overhead of distributed mode: {lat['distributed']['p50_ms'] - lat['embedded']['p50_ms']:+.2f} ms"
+          f" (median of paired differences {lat['paired_p50_overhead_ms']:+.2f} ms)")
     print(f"\nsteady load, {args.clients} clients x {args.seconds:g}s, one item per request:")
-    rows = [("embedded", emb["steady"])] + [(f"distributed, {d['workers']} worker(s)", d["steady"])
-                                            for d in report["distributed"]]
-    for name, st in rows:
-        print(f"  {name:25s} {st['items_per_s']:6.1f} items/s  p50 {st['p50_ms']:.2f}ms  p90 {st['p90_ms']:.2f}ms"
-              f"  p99 {st['p99_ms']:.2f}ms")
+    for d in report["distributed"]:
+        for name, st in ((f"distributed, {d['workers']} worker(s)", d["steady"]), ("  embedded alongside",
+                                                                                d["steady_embedded"])):
+            print(f"  {name:25s} {st['items_per_s']:6.1f} items/s  p50 {st['p50_ms']:6.2f}ms  p90 {st['p90_ms']:6.2f}ms"
+                  f"  p99 {st['p99_ms']:7.2f}ms")
 
 
 if __name__ == "__main__":
