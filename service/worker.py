@@ -31,6 +31,7 @@ from .scoring import Scorer
 
 log = logging.getLogger("rewardbox.worker")
 MAX_DELIVERIES = 3  # a job whose worker died this many times is answered infra_error rather than tried again
+DEAD_AFTER_S = 3600  # a consumer with nothing pending and no activity this long belongs to a dead worker
 
 
 class Worker:
@@ -86,6 +87,7 @@ class Worker:
             beat.cancel()
             try:
                 await self.queue.redis.hdel(f"{self.queue.prefix}:workers", self.name)
+                await self.queue.redis.xgroup_delconsumer(self.queue.stream, GROUP, self.name)  # nothing pending now
             except RedisError:
                 pass
             await self.queue.close()
@@ -184,8 +186,18 @@ class Worker:
             except RedisError as e:  # it stays pending: claimed by another worker after claim_idle_s
                 log.error("handing back job %s failed: %s", job_id, e)
 
+    async def _forget_the_dead(self) -> None:
+        """Consumers of workers that died (nothing pending, silent for an hour) and their heartbeats go."""
+        for consumer in await self.queue.redis.xinfo_consumers(self.queue.stream, GROUP):
+            if consumer["pending"] == 0 and consumer["idle"] > DEAD_AFTER_S * 1000 and consumer["name"] != self.name:
+                await self.queue.redis.xgroup_delconsumer(self.queue.stream, GROUP, consumer["name"])
+        for name, beat in (await self.queue.redis.hgetall(f"{self.queue.prefix}:workers")).items():
+            if time.time() - json.loads(beat)["time"] > DEAD_AFTER_S:
+                await self.queue.redis.hdel(f"{self.queue.prefix}:workers", name)
+
     async def _heartbeat(self) -> None:
         """Keep our in-flight entries fresh (so no one claims them) and tell the API tier what we have."""
+        last_sweep = time.monotonic()
         while True:
             try:
                 entries = list(self._jobs)
@@ -195,6 +207,9 @@ class Worker:
                         "lint_hits": self.scorer.quality.hits, "image": self.scorer.image_id,
                         "versions": self.scorer.versions, "active": len(entries), "completed": self.completed}
                 await self.queue.redis.hset(f"{self.queue.prefix}:workers", self.name, json.dumps(beat))
+                if time.monotonic() - last_sweep > 60:
+                    last_sweep = time.monotonic()
+                    await self._forget_the_dead()
             except RedisError as e:
                 log.warning("heartbeat: %s", e)
             await asyncio.sleep(min(HEARTBEAT_S, self.settings.claim_idle_s / 4))
