@@ -266,6 +266,21 @@ def test_overload_is_refused_fast_and_what_is_accepted_completes(redis_server, p
     assert 'rewardbox_rejected_items_total{reason="overloaded"}' in metrics
 
 
+def test_worker_health_check_sees_a_live_worker_of_this_host_only(redis_server, procs):
+    import subprocess
+    import sys
+
+    prefix = new_prefix()
+    env = service_env(redis_server.url, prefix)
+    health = [sys.executable, "-m", "service.cli", "worker", "--health"]
+    assert subprocess.run(health, env=env).returncode == 1  # no worker yet
+    procs.append(start_worker(env))
+    wait_for_workers(redis_server.client(), prefix, 1)
+    assert subprocess.run(health, env=env).returncode == 0
+    stop(procs[0])
+    assert subprocess.run(health, env=env).returncode == 1  # it said goodbye
+
+
 def test_items_not_started_by_the_deadline_are_infra_error(redis_server, procs):
     prefix = new_prefix()
     env = service_env(redis_server.url, prefix, REWARDBOX_WORKER_CONCURRENCY="1")
