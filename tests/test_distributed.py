@@ -206,6 +206,26 @@ def test_redis_restart_gives_503_and_infra_error_then_recovers(redis_server, pro
     wait_until(serves, 60, "the API to recover by itself", 0.5)
 
 
+def test_requests_waiting_while_redis_stays_down_answer_infra_error(redis_server, procs):
+    prefix = new_prefix()
+    env = service_env(redis_server.url, prefix)
+    procs.append(start_worker(env))
+    r = redis_server.client()
+    wait_for_workers(r, prefix, 1)
+    api, url = start_api(env)
+    procs.append(api)
+    items = [item(i, sleep_s=0.3) for i in range(10)]
+    with ThreadPoolExecutor(1) as pool:
+        batch = pool.submit(httpx.post, url + "/reward/batch", json={"items": items}, timeout=120)
+        wait_until(lambda: r.zcard(f"{prefix}:rollouts") >= 1, 60, "the first item done")
+        redis_server.stop()
+        started = time.monotonic()
+        results = batch.result().json()["results"]  # Redis is still down: it cannot come from there
+    assert time.monotonic() - started < 30
+    assert all(res["status"] == "infra_error" and res["reward"] is None for res in results if res["status"] != "passed")
+    assert any(res["status"] == "infra_error" for res in results)
+
+
 def test_a_redis_restart_with_persistence_loses_no_accepted_item(procs):
     server = RedisServer(persistent=True)
     server.start()
