@@ -3,7 +3,8 @@
 # answers, then build (or confirm cached) the sandbox image. Idempotent; fast when everything is present.
 #
 # Env: REWARDBOX_BACKEND=bubblewrap  Docker is not required.
-#      REWARDBOX_NEED_REDIS=1        redis-server is required too (the test suite sets this).
+#      REWARDBOX_NEED_REDIS=1        redis-server, iproute2 and docker-compose are required too (the test
+#                                    suite sets this: distributed-mode tests).
 #      REWARDBOX_NEED_BROWSER=1      chromium is required too (the test suite sets this).
 set -euo pipefail
 
@@ -50,6 +51,12 @@ if need_docker; then
     fi
 fi
 if [ "${REWARDBOX_NEED_REDIS:-0}" = 1 ] && ! have redis-server; then missing+=(redis-server); fi
+# The distributed-mode tests put API and workers on separate network namespaces (`ip netns`).
+if [ "${REWARDBOX_NEED_REDIS:-0}" = 1 ] && ! have ip; then missing+=(iproute2); fi
+# ... and check docker-compose.yml with the compose tool (not run: no registry).
+if [ "${REWARDBOX_NEED_REDIS:-0}" = 1 ] && ! have docker-compose && ! docker compose version >/dev/null 2>&1; then
+    missing+=(docker-compose)
+fi
 # The dashboard's test drives a real headless browser (Debian's chromium).
 if [ "${REWARDBOX_NEED_BROWSER:-0}" = 1 ] && ! have chromium; then missing+=(chromium); fi
 

@@ -1,12 +1,12 @@
-"""HTTP API: a thin skin over Scorer. Routes translate HTTP to calls on plain objects and back."""
+"""HTTP API: a thin skin over an Executor (in-process, or Redis-backed workers when REDIS_URL is set). Routes
+translate HTTP to calls on plain objects and back."""
 
 from __future__ import annotations
 
-import asyncio
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -18,10 +18,10 @@ from . import __version__, dashboard, openrlhf, rollouts, sandbox_fusion
 from .auth import BearerAuth
 from .body_limit import BodyLimit
 from .config import Settings
+from .executor import Executor, LocalExecutor, Overloaded, Unavailable
 from .metrics import Metrics, RequestCounter
 from .models import PROFILES, SUPPORTED_LANGUAGES, BatchRequest, BatchResult, ItemResult, RewardItem
 from .reward import DEFAULT_WEIGHTS
-from .scoring import Scorer
 from .store import RolloutStore
 
 ITEM = TypeAdapter(RewardItem)
@@ -33,6 +33,16 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        if settings.redis_url:  # distributed mode: no sandboxes here, workers anywhere
+            from .redis_executor import RedisExecutor
+
+            executor: Executor = RedisExecutor(settings, metrics)
+            await executor.start()
+            app.state.store = executor.store
+            app.state.executor = executor
+            yield
+            await executor.close()
+            return
         own = pool is None
         p = pool or SandboxPool(choose_backend(settings.backend), size=settings.pool_size or None)
         if own:
@@ -40,8 +50,8 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
         app.state.pool = p
         store = None if settings.db_path == "off" else RolloutStore(settings.db_path or None, settings.db_retention)
         app.state.store = store
-        app.state.scorer = Scorer(p, settings, metrics, store)
-        await app.state.scorer.baseline_kb()  # measured before serving, so that no item queues behind it
+        app.state.executor = LocalExecutor(p, settings, metrics, store)
+        await app.state.executor.start()
         yield
         if own:
             await p.close()
@@ -62,6 +72,16 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
     app.include_router(dashboard.router)
     app.mount("/static", StaticFiles(directory=dashboard.STATIC), name="static")
 
+    @app.exception_handler(Overloaded)
+    async def overloaded(request: Request, exc: Overloaded) -> JSONResponse:
+        return JSONResponse({"detail": f"overloaded: {exc}"}, status_code=429,
+                            headers={"Retry-After": str(exc.retry_after_s)})
+
+    @app.exception_handler(Unavailable)
+    async def unavailable(request: Request, exc: Unavailable) -> JSONResponse:
+        return JSONResponse({"detail": f"queue unavailable: {exc}"}, status_code=503,
+                            headers={"Retry-After": str(exc.retry_after_s)})
+
     def check_item(item: RewardItem) -> str | None:
         """Checks that depend on settings; returns a message naming the field at fault."""
         if item.language not in SUPPORTED_LANGUAGES:
@@ -79,7 +99,9 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
                           reward=None, profile=profile if isinstance(profile, str) else None, message=message)
 
     @app.post("/reward", response_model=ItemResult, response_model_exclude_none=False)
-    async def reward(item: RewardItem, request: Request) -> ItemResult:
+    async def reward(item: RewardItem, request: Request,
+                     deadline_s: float | None = Query(None, gt=0, description="items not started by then: "
+                                                      "infra_error")) -> ItemResult:
         problem = check_item(item)
         if problem:
             field = problem.split(":", 1)[0]
@@ -87,16 +109,16 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
             raise HTTPException(status, detail=[{"loc": ["body", *field.split(".")], "msg": problem,
                                                  "supported": list(SUPPORTED_LANGUAGES)} if status == 400 else
                                                 {"loc": ["body", *field.split(".")], "msg": problem}])
-        return await request.app.state.scorer.score(item)
+        return (await request.app.state.executor.score_many([item], deadline_s))[0]
 
     @app.post("/reward/batch", response_model=BatchResult)
     async def reward_batch(batch: BatchRequest, request: Request) -> BatchResult:
         if len(batch.items) > settings.max_batch:
             raise HTTPException(422, detail=[{"loc": ["body", "items"],
                                               "msg": f"at most {settings.max_batch} items per batch"}])
-        scorer: Scorer = request.app.state.scorer
+        executor: Executor = request.app.state.executor
 
-        async def one(raw: Any) -> ItemResult:
+        def validate(raw: Any) -> ItemResult | RewardItem:
             raw_dict = raw if isinstance(raw, dict) else {}
             try:
                 item = ITEM.validate_python(raw)
@@ -104,15 +126,17 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
                 fields = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors())
                 return invalid(raw_dict.get("id"), fields, raw_dict.get("profile"))
             problem = check_item(item)
-            if problem:
-                return invalid(item.id, problem, item.profile)
-            return await scorer.score(item)
+            return invalid(item.id, problem, item.profile) if problem else item
 
-        return BatchResult(results=list(await asyncio.gather(*(one(raw) for raw in batch.items))))
+        checked = [validate(raw) for raw in batch.items]
+        items = [c for c in checked if isinstance(c, RewardItem)]
+        scored = iter(await executor.score_many(items, batch.deadline_s) if items else [])
+        return BatchResult(results=[next(scored) if isinstance(c, RewardItem) else c for c in checked])
 
     @app.get("/metrics")
     async def prometheus_metrics(request: Request) -> Response:
-        body = metrics.render(request.app.state.pool.snapshot(), request.app.state.scorer.quality.hits)
+        executor: Executor = request.app.state.executor
+        body = metrics.render(executor.snapshot(), executor.lint_cache_hits(), executor.queued())
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz")
@@ -121,12 +145,13 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
 
     @app.get("/readyz")
     async def readyz(request: Request) -> JSONResponse:
-        snap = request.app.state.pool.snapshot()
+        snap = request.app.state.executor.snapshot()
         return JSONResponse(snap, status_code=200 if snap["warm"] else 503)
 
     @app.get("/v1/info")
     async def info(request: Request) -> dict:
-        pool: SandboxPool = request.app.state.pool
+        executor: Executor = request.app.state.executor
+        snap = executor.snapshot()
         return {
             "name": "rewardbox",
             "version": __version__,
@@ -136,8 +161,10 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
             "default_weights": DEFAULT_WEIGHTS,
             "limits": {"max_batch": settings.max_batch, "max_body_bytes": settings.max_body_bytes,
                        "max_code_bytes": settings.max_code_bytes, "max_timeout_s": settings.max_timeout_s,
-                       "max_memory_mb": settings.max_memory_mb, "max_item_s": settings.max_item_s},
-            "sandbox": {"backend": pool.backend.name, "image": pool.backend.image_id(), "pool_size": pool.size},
+                       "max_memory_mb": settings.max_memory_mb, "max_item_s": settings.max_item_s,
+                       "max_queued": settings.max_queued, "deadline_s": settings.deadline_s},
+            "mode": "distributed" if settings.redis_url else "embedded",
+            "sandbox": {"backend": snap["backend"], "image": executor.image_id, "pool_size": snap["size"]},
         }
 
     return app

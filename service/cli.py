@@ -1,6 +1,8 @@
 """`rewardbox` command line.
 
-    rewardbox serve [--host H] [--port P]          serve the HTTP API (embedded mode: local sandbox pool)
+    rewardbox serve [--host H] [--port P]          serve the HTTP API (embedded mode: local sandbox pool;
+                                                   with REDIS_URL: distributed mode, workers do the scoring)
+    rewardbox worker                               score jobs from REDIS_URL on a local warm sandbox pool
     rewardbox rollouts list [--failed] [--status S] [--language L] [--limit N]
     rewardbox replay ROLLOUT_ID [--local]          re-run a stored rollout and show what changed
     rewardbox export [--failed] > rollouts.jsonl
@@ -112,6 +114,10 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     serve.add_argument("--log-level", default="info")
+    worker = sub.add_parser("worker", help="distributed mode: score jobs from REDIS_URL on a local sandbox pool")
+    worker.add_argument("--log-level", default="info")
+    worker.add_argument("--health", action="store_true",
+                        help="exit 0 if a worker on this host sent a heartbeat recently (container health check)")
     rollouts = sub.add_parser("rollouts", help="stored rollouts").add_subparsers(dest="action", required=True)
     lst = rollouts.add_parser("list", help="list rollouts, newest first")
     lst.add_argument("--failed", action="store_true")
@@ -135,6 +141,15 @@ def main(argv: list[str] | None = None) -> None:
 
         logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level)
+    elif args.command == "worker":
+        from .config import Settings
+        from .worker import healthy
+        from .worker import serve as serve_worker
+
+        if args.health:
+            sys.exit(0 if healthy(Settings.from_env()) else 1)
+        logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        asyncio.run(serve_worker(Settings.from_env()))
     elif args.command == "rollouts":
         cmd_list(args)
     elif args.command == "replay":

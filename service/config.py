@@ -25,6 +25,16 @@ class Settings:
     auth_token: str = ""  # when set, every endpoint requires `Authorization: Bearer <token>`
     db_path: str = ""  # rollout store (SQLite); "" = $REWARDBOX_CACHE/rollouts.sqlite3, "off" = no store
     db_retention: int = 1_000_000  # rollouts kept (oldest dropped first)
+    redis_url: str = ""  # distributed mode when set: jobs go through Redis to `rewardbox worker` processes
+    redis_prefix: str = "rewardbox"  # key prefix, so that several deployments can share one Redis
+    redis_retention: int = 100_000  # rollouts kept in Redis (distributed mode; a few KiB each, in memory)
+    max_queued: int = 2048  # items accepted and not yet started (all API instances); beyond it: 429
+    deadline_s: float = 600.0  # default per-request deadline: items not started by then are infra_error
+    result_cache_size: int = 100_000  # identical items answered from the cache; 0 disables it
+    result_cache_ttl_s: float = 3600.0
+    worker_concurrency: int = 0  # items a worker scores at once; 0 = 2 per sandbox
+    claim_idle_s: float = 30.0  # a job unacknowledged this long (its worker died) goes to another worker
+    worker_grace_s: float = 30.0  # SIGTERM: a worker finishes its jobs for this long, then hands the rest back
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -41,4 +51,14 @@ class Settings:
             auth_token=os.environ.get("REWARDBOX_TOKEN", ""),
             db_path=os.environ.get("REWARDBOX_DB", ""),
             db_retention=int(_env("DB_RETENTION", cls.db_retention)),
+            redis_url=os.environ.get("REDIS_URL", ""),
+            redis_prefix=os.environ.get("REWARDBOX_REDIS_PREFIX", cls.redis_prefix),
+            redis_retention=int(_env("REDIS_RETENTION", cls.redis_retention)),
+            max_queued=int(_env("MAX_QUEUED", cls.max_queued)),
+            deadline_s=_env("DEADLINE_S", cls.deadline_s),
+            result_cache_size=int(_env("RESULT_CACHE_SIZE", cls.result_cache_size)),
+            result_cache_ttl_s=_env("RESULT_CACHE_TTL_S", cls.result_cache_ttl_s),
+            worker_concurrency=int(_env("WORKER_CONCURRENCY", 0)),
+            claim_idle_s=_env("CLAIM_IDLE_S", cls.claim_idle_s),
+            worker_grace_s=_env("WORKER_GRACE_S", cls.worker_grace_s),
         )

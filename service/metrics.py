@@ -29,6 +29,11 @@ class Metrics:
         self.pool = Gauge("rewardbox_pool_sandboxes", "Sandboxes in the pool", ["state"], registry=r)
         self.pool_jobs = Gauge("rewardbox_pool_jobs", "Jobs run by the pool since start", registry=r)
         self.lint_cache_hits = Gauge("rewardbox_lint_cache_hits", "Lint results served from the cache", registry=r)
+        self.result_cache = Counter("rewardbox_result_cache", "Items answered from the result cache (hit) or run"
+                                    " (miss)", ["outcome"], registry=r)
+        self.rejected = Counter("rewardbox_rejected_items", "Items refused by admission control (429) or because"
+                                " the queue was unreachable (503)", ["reason"], registry=r)
+        self.queued = Gauge("rewardbox_queued_items", "Items accepted and not yet started", registry=r)
 
     def observe_item(self, result: ItemResult, seconds: float) -> None:
         self.items.labels(result.status, result.profile or "").inc()
@@ -44,7 +49,8 @@ class Metrics:
         for stage, ms in (result.details.get("timings") or {}).items():
             self.stage.labels(stage.removesuffix("_ms")).observe(ms / 1000.0)
 
-    def render(self, pool_snapshot: dict, lint_hits: int) -> bytes:
+    def render(self, pool_snapshot: dict, lint_hits: int, queued: int = 0) -> bytes:
+        self.queued.set(queued)
         for state in ("idle", "busy"):
             self.pool.labels(state).set(pool_snapshot[state])
         self.pool.labels("size").set(pool_snapshot["size"])

@@ -101,6 +101,8 @@ class RewardItem(Strict):
 
 class BatchRequest(BaseModel):
     items: list[Any] = Field(min_length=1)
+    deadline_s: float | None = Field(None, gt=0, description="items not started this many seconds after the request"
+                                     " arrived come back as infra_error (default REWARDBOX_DEADLINE_S)")
 
 
 class TestVerdict(BaseModel):

@@ -14,7 +14,6 @@ would teach the policy noise. A label that cannot be read is answered 422 naming
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 
@@ -88,12 +87,9 @@ async def get_reward(req: GetRewardRequest, request: Request) -> JSONResponse:
             items.append(item_from_label(label, code))
         except ValueError as e:
             raise HTTPException(422, detail=[{"loc": ["body", "labels", i], "msg": str(e)}]) from None
-    scorer = request.app.state.scorer
-
-    async def one(item: RewardItem | None):
-        return None if item is None else await scorer.score(item)
-
-    results = await asyncio.gather(*(one(item) for item in items))
+    present = [item for item in items if item is not None]
+    scored = iter(await request.app.state.executor.score_many(present) if present else [])
+    results = [None if item is None else next(scored) for item in items]
     if any(r is not None and r.status in ("infra_error", "invalid_input") for r in results):
         bad = next(r for r in results if r is not None and r.status in ("infra_error", "invalid_input"))
         if bad.status == "invalid_input":

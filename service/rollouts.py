@@ -88,9 +88,9 @@ async def replay_rollout(rollout_id: str, request: Request) -> dict:
                                                        "replay_of": rollout_id}})
     except ValidationError as e:
         raise HTTPException(409, detail=f"the stored request no longer validates: {e}") from None
-    result = (await request.app.state.scorer.score(item)).model_dump(mode="json")
+    executor = request.app.state.executor
+    result = (await executor.score_many([item], use_cache=False))[0].model_dump(mode="json")
     diff = diff_results(record["result"], result)
-    same_env = record["image"] == request.app.state.scorer.image_id and \
-        record["versions"] == request.app.state.scorer.versions
+    same_env = record["image"] == executor.image_id and record["versions"] == executor.versions
     return {"rollout_id": result["rollout_id"], "replay_of": rollout_id, "identical": not diff, "diff": diff,
             "same_image_and_versions": same_env, "result": result}

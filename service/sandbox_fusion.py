@@ -67,7 +67,7 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
     if language not in SUPPORTED_LANGUAGES:
         raise HTTPException(400, detail=[{"loc": ["body", "language"], "supported": list(LANGUAGE_ALIASES),
                                           "msg": f"language {req.language!r} is not supported"}])
-    settings = request.app.state.scorer.settings
+    settings = request.app.state.executor.settings
     files = {}
     for path, content in req.files.items():
         if not _safe_path(path):
@@ -81,7 +81,7 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
     limits = Limits(wall_s=timeout, cpu_s=timeout, memory_mb=memory)
     job = Job("run", program={"code": req.code, "filename": "main.py"}, stdin=req.stdin or "", files=files or None,
               fetch_files=[p for p in req.fetch_files if _safe_path(p)] or None, limits=limits)
-    result = await request.app.state.pool.run(job)
+    result = await request.app.state.executor.run(job)
     return to_response(result)
 
 

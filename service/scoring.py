@@ -37,7 +37,7 @@ class Scorer:
         self.settings = settings
         self.metrics = metrics
         self.store = store
-        self.image_id = pool.backend.image_id() if store is not None else ""
+        self.image_id = pool.backend.image_id()
         # Everything a replay must match: service and in-sandbox code, and the seed jobs run with (PYTHONHASHSEED).
         self.versions = {"rewardbox": __version__, "runner": runner_digest(), "python_hash_seed": "0"}
         self.quality = QualityGrader(pool, settings.lint_cache_size)
@@ -54,8 +54,8 @@ class Scorer:
                     self._baseline_kb = result.peak_memory_kb
         return self._baseline_kb or 0
 
-    async def score(self, item: RewardItem) -> ItemResult:
-        rollout_id = uuid.uuid4().hex
+    async def score(self, item: RewardItem, rollout_id: str | None = None) -> ItemResult:
+        rollout_id = rollout_id or uuid.uuid4().hex
         started = time.perf_counter()
         try:
             result = await self._score(item, rollout_id)

@@ -47,13 +47,13 @@ def default_path() -> Path:
     return (Path(cache) if cache else Path.home() / ".cache" / "rewardbox") / "rollouts.sqlite3"
 
 
-def _cap(value: Any) -> Any:
+def capped(value: Any) -> Any:
     if isinstance(value, str) and len(value) > FIELD_CAP:
         return value[:FIELD_CAP] + "\n[truncated by the rollout store]"
     if isinstance(value, dict):
-        return {k: _cap(v) for k, v in value.items()}
+        return {k: capped(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_cap(v) for v in value]
+        return [capped(v) for v in value]
     return value
 
 
@@ -73,7 +73,7 @@ class RolloutStore:
             "INSERT OR REPLACE INTO rollouts (id, client_id, created_at, status, language, profile, reward, request,"
             " result, image, versions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (result["rollout_id"], result.get("id"), time.time(), result["status"], request.get("language"),
-             result.get("profile"), result.get("reward"), json.dumps(request), json.dumps(_cap(result)), image,
+             result.get("profile"), result.get("reward"), json.dumps(request), json.dumps(capped(result)), image,
              json.dumps(versions)),
         )
         self._writes += 1

@@ -253,6 +253,7 @@ def test_suppression_pragmas_do_not_raise_quality(api):
 def test_quality_is_cached_by_content_hash(api):
     code = "def twice(x):\n    '''Double x.'''\n    return 2 * x\n"
     first = post(api, code=code, profile="seed")
-    again = post(api, code=code, profile="seed")
+    again = post(api, code=code, profile="seed", limits={"timeout_s": 9})  # not the same item: scored again
+    assert "cache_hit" not in again["details"]
     assert again["details"]["quality"]["cached"] is True
     assert again["components"]["quality"] == first["components"]["quality"]

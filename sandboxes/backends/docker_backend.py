@@ -129,9 +129,13 @@ class DockerBackend:
 
         def sweep() -> int:
             removed = remove_stale_socket_dirs()
-            for c in self.client.containers.list(all=True, filters={"label": LABEL}):
-                if not owner_alive(c.labels.get("rewardbox.owner", "")):
-                    c.remove(force=True)
+            # sparse: no inspect per container, which fails when another process removes one meanwhile
+            for c in self.client.containers.list(all=True, sparse=True, filters={"label": LABEL}):
+                if not owner_alive((c.attrs.get("Labels") or {}).get("rewardbox.owner", "")):
+                    try:
+                        c.remove(force=True)
+                    except NotFound:
+                        continue
                     removed += 1
             return removed
 
@@ -144,7 +148,7 @@ class DockerBackend:
             removed = 0
             own = [f"rewardbox.owner={owner_tag()}", f"rewardbox.backend={self.instance}"]
             for _ in range(100):  # until none is left: a removal already under way (a cancelled destroy) must end
-                containers = self.client.containers.list(all=True, filters={"label": own})
+                containers = self.client.containers.list(all=True, sparse=True, filters={"label": own})
                 if not containers:
                     break
                 for c in containers:

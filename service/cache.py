@@ -1,0 +1,78 @@
+"""Result cache: an item that was already scored (same language, code, tests, limits, reference, profile, weights,
+flag penalty, under the same sandbox image, runner and service version) is answered without running again.
+
+The key is computed here for both modes; embedded mode keeps results in an in-process LRU with a TTL, distributed
+mode in Redis (service/redis_queue.py). Only verdicts on the program are cached, never our own faults.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import OrderedDict
+from typing import Any
+
+from .models import ItemResult, RewardItem
+
+# What a result depends on; id and metadata are the client's and do not change a verdict.
+KEY_FIELDS = ("language", "code", "tests", "limits", "reference_code", "profile", "weights", "flag_penalty")
+UNCACHEABLE = ("infra_error", "invalid_input")
+
+
+def code_versions() -> dict[str, str]:
+    """What a verdict depends on besides the item: service, in-sandbox runner, sandbox image content, hash seed.
+    Computed from the source tree, so API processes and workers of the same release agree without asking."""
+    from sandboxes.backends.base import runner_digest
+    from sandboxes.image import image_tag
+
+    from . import __version__
+
+    return {"rewardbox": __version__, "runner": runner_digest(), "image": image_tag(), "python_hash_seed": "0"}
+
+
+def cache_key(item: RewardItem, versions: dict[str, str]) -> str:
+    content = {k: v for k, v in item.model_dump(mode="json").items() if k in KEY_FIELDS}
+    blob = json.dumps({"item": content, "versions": versions}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def cacheable(result: ItemResult) -> bool:
+    return result.status not in UNCACHEABLE
+
+
+def as_hit(cached: dict[str, Any], item: RewardItem, rollout_id: str) -> ItemResult:
+    """A cached result handed to another request: its own client id and rollout id, marked as a hit."""
+    result = ItemResult.model_validate(cached)
+    result.details = {**result.details, "cache_hit": True, "cached_from": result.rollout_id}
+    result.id, result.rollout_id = item.id, rollout_id
+    return result
+
+
+class LocalResultCache:
+    """LRU with a TTL, in this process (embedded mode)."""
+
+    def __init__(self, size: int, ttl_s: float) -> None:
+        self.size, self.ttl_s = size, ttl_s
+        self._entries: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if entry[0] < time.monotonic():
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return entry[1]
+
+    def put(self, key: str, result: dict[str, Any]) -> None:
+        if self.size <= 0:
+            return
+        self._entries[key] = (time.monotonic() + self.ttl_s, result)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)

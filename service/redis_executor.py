@@ -1,0 +1,290 @@
+"""Distributed mode's API side (REDIS_URL): admit a request's items onto the Redis stream (all or none), wait for
+their results from `rewardbox worker`s, answer cache hits and identical in-flight items without running them again.
+When Redis is down new requests get 503; items whose queue was lost, or that Redis cannot answer for
+GIVE_UP_DOWN_S, come back infra_error."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from sandboxes import Job, Result
+
+from .cache import as_hit, cache_key, code_versions
+from .config import Settings
+from .executor import Overloaded, Unavailable
+from .metrics import Metrics
+from .models import ItemResult, RewardItem
+from .redis_queue import DOWN, Queue, connect, not_started_payload
+from .redis_store import RedisRolloutStore, rollout_record
+
+log = logging.getLogger("rewardbox.api")
+WORKER_STALE_S = 15.0  # a worker whose last heartbeat is older is not counted
+GIVE_UP_DOWN_S = 10.0  # requests waiting while Redis is unreachable this long answer infra_error
+
+
+class RedisExecutor:
+    """The API side: admits items (all of a request or none), waits for their results, answers cache hits itself."""
+
+    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+        self.settings, self.metrics = settings, metrics
+        self.queue = Queue(settings)
+        self.reader = connect(settings.redis_url, timeout_s=10.0)  # BLPOP blocks a connection of its own
+        self.reply = f"{self.queue.prefix}:reply:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.store = None if settings.db_path == "off" else RedisRolloutStore(
+            settings.redis_url, settings.redis_prefix, settings.redis_retention)
+        self.key_versions = code_versions()
+        self.image_id, self.versions = "", {}
+        self._waiting: dict[str, list[asyncio.Future[dict]]] = {}
+        self._early: dict[str, tuple[float, dict]] = {}  # replies that came before their waiter registered
+        self._epoch_of: dict[str, str] = {}  # our jobs -> the Redis epoch they were enqueued in
+        self._down_since: float | None = None
+        self._snapshot: dict[str, Any] = _empty_snapshot()
+        self._lint_hits = self._queued = 0
+        self._tasks: list[asyncio.Task] = []
+
+    async def start(self) -> None:
+        try:
+            await self.queue.ensure_group()
+            await self.queue.check_epoch()
+        except DOWN as e:
+            log.error("Redis is not reachable yet (%s); requests get 503 until it is", e)
+        self._tasks = [asyncio.create_task(self._read_replies()), asyncio.create_task(self._monitor())]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.reader.aclose()
+        await self.queue.close()
+        if self.store is not None:
+            self.store.close()
+
+    def queued(self) -> int:
+        return self._queued
+
+    def snapshot(self) -> dict:
+        return self._snapshot
+
+    def lint_cache_hits(self) -> int:
+        return self._lint_hits
+
+    # -- scoring
+
+    async def score_many(self, items: list[RewardItem], deadline_s: float | None = None,
+                         use_cache: bool = True) -> list[ItemResult]:
+        started = time.perf_counter()
+        datas = [{"kind": "score", "item": item.model_dump(mode="json")} for item in items]
+        keys = [cache_key(item, self.key_versions) if use_cache else "" for item in items]
+        answers = await self._submit(datas, keys, use_cache, deadline_s)
+        results = []
+        for item, (kind, payload) in zip(items, answers, strict=True):
+            if kind == "own":
+                result = ItemResult.model_validate({**payload, "id": item.id})
+                self.metrics.result_cache.labels("miss").inc()
+            elif kind == "lost":
+                result = ItemResult.model_validate({**payload, "id": item.id, "profile": item.profile})
+            else:  # a cached result, or that of an identical item scored for another request
+                result = as_hit(payload, item, uuid.uuid4().hex)
+                self.metrics.result_cache.labels("hit").inc()
+                if self.store is not None:
+                    await asyncio.to_thread(self.store.add, item.model_dump(mode="json"),
+                                            result.model_dump(mode="json"), self.image_id, self.versions)
+            self.metrics.observe_item(result, time.perf_counter() - started)
+            results.append(result)
+        return results
+
+    async def run(self, job: Job) -> Result:
+        """A raw sandbox job (/run_code) on some worker's pool; never cached."""
+        [(kind, payload)] = await self._submit([{"kind": "run", "job": dataclasses.asdict(job)}], [""], False, None)
+        return Result.infra(payload["message"]) if kind == "lost" else Result.from_wire(payload)
+
+    async def _submit(self, datas: list[dict], keys: list[str], use_cache: bool,
+                      deadline_s: float | None) -> list[tuple[str, dict]]:
+        """Enqueue and wait. Each answer is (kind, payload): own (our job's result), hit (cached or shared) or lost
+        (no result could be had: our fault, infra_error)."""
+        deadline_s = deadline_s or self.settings.deadline_s
+        now = time.time()
+        jobs = [(uuid.uuid4().hex, key, json.dumps({**data, "deadline": now + deadline_s, "enqueued": now}))
+                for data, key in zip(datas, keys, strict=True)]
+        loop = asyncio.get_running_loop()
+        own = {job_id: loop.create_future() for job_id, _, _ in jobs}
+        waits: dict[int, tuple[str, asyncio.Future[dict], str]] = {}
+        for job_id, future in own.items():  # registered first: a fast worker may answer before enqueue returns
+            self._waiting.setdefault(job_id, []).append(future)
+        try:
+            try:
+                out = await self.queue.enqueue(self.reply, jobs, use_cache)
+            except (Overloaded, Unavailable) as e:
+                self.metrics.rejected.labels("overloaded" if isinstance(e, Overloaded) else "unavailable").inc(
+                    len(jobs))
+                raise
+            answers: list[Any] = []
+            for job_id, _, _ in jobs:
+                self._epoch_of[job_id] = out[2]
+            for i, (kind, value) in enumerate(zip(out[3::2], out[4::2], strict=True)):
+                if kind == "hit":
+                    answers.append(("hit", json.loads(value)))
+                elif kind == "done":
+                    answers.append(("hit", json.loads(value.split("\n", 1)[1])))
+                else:
+                    job_id, _, entry = value.partition("\n")
+                    future = own[job_id] if job_id in own else self._wait_for(job_id)
+                    waits[i] = (job_id, future, entry)
+                    answers.append(None)
+            await self._recorded_meanwhile([(j, f) for j, f, _ in waits.values() if j not in own])
+            await self._collect(waits, jobs, deadline_s)
+            for i, (job_id, future, _) in waits.items():
+                if future.done() and not future.cancelled():
+                    answers[i] = ("own" if job_id == jobs[i][0] else "hit", future.result())
+                else:
+                    answers[i] = ("lost", _lost(job_id, "no result from any worker in time"))
+            return answers
+        finally:
+            for job_id, future in own.items():
+                self._forget(job_id, future)
+            for job_id, future, _ in waits.values():
+                self._forget(job_id, future)
+            for job_id, _, _ in jobs:
+                self._epoch_of.pop(job_id, None)
+
+    async def _collect(self, waits: dict[int, tuple[str, asyncio.Future[dict], str]], jobs: list, deadline_s: float
+                       ) -> None:
+        """Wait for the results; at the deadline, withdraw what no worker has started (it answers infra_error
+        through the normal path); then give started items their whole time limit."""
+        futures = [f for _, f, _ in waits.values()]
+        if not futures:
+            return
+        _, pending = await asyncio.wait(futures, timeout=deadline_s)
+        if not pending:
+            return
+        for i, (job_id, future, entry) in waits.items():
+            if future in pending and entry:
+                data = json.loads(jobs[i][2])
+                try:
+                    await self.queue.record(job_id, entry, not_started_payload(data, job_id), self._record_of(data,
+                                            job_id), "infra_error", jobs[i][1], False, only_if_undelivered=True)
+                except RedisError as e:
+                    log.warning("withdrawing job %s failed: %s", job_id, e)
+        await asyncio.wait(pending, timeout=2 * self.settings.max_item_s + 30)
+
+    def _record_of(self, data: dict, job_id: str) -> str:
+        if data["kind"] != "score" or self.store is None:
+            return ""
+        return rollout_record(data["item"], not_started_payload(data, job_id), self.image_id, self.versions)
+
+    async def _recorded_meanwhile(self, attached: list[tuple[str, asyncio.Future[dict]]]) -> None:
+        """A job we attached to may have been recorded, and its reply handed to another waiter of this process,
+        before our future was registered. The result key is set before any reply is sent, so reading it after
+        registering catches exactly those."""
+        attached = [(j, f) for j, f in attached if not f.done()]
+        if not attached:
+            return
+        try:
+            found = await self.queue.redis.mget([f"{self.queue.prefix}:result:{j}" for j, _ in attached])
+        except DOWN:
+            return
+        for (_, future), payload in zip(attached, found, strict=True):
+            if payload is not None and not future.done():
+                future.set_result(json.loads(payload))
+
+    def _wait_for(self, job_id: str) -> asyncio.Future[dict]:
+        future: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
+        early = self._early.pop(job_id, None)
+        if early is not None:
+            future.set_result(early[1])
+        else:
+            self._waiting.setdefault(job_id, []).append(future)
+        return future
+
+    def _forget(self, job_id: str, future: asyncio.Future) -> None:
+        waiters = self._waiting.get(job_id)
+        if waiters and future in waiters:
+            waiters.remove(future)
+            if not waiters:
+                del self._waiting[job_id]
+
+    def _deliver(self, job_id: str, payload: dict) -> None:
+        waiters = self._waiting.pop(job_id, None)
+        if not waiters:
+            self._early[job_id] = (time.monotonic(), payload)
+            return
+        for future in waiters:
+            if not future.done():
+                future.set_result(payload)
+
+    def _fail_all(self, message: str, epoch: str | None = None) -> None:
+        """Answer infra_error to every waiter (of jobs enqueued in `epoch`, when given): their results cannot come."""
+        for job_id in list(self._waiting):
+            if epoch is None or self._epoch_of.get(job_id, epoch) == epoch:
+                self._deliver(job_id, _lost(job_id, message))
+
+    # -- background
+
+    async def _read_replies(self) -> None:
+        while True:
+            try:
+                popped = await self.reader.blpop([self.reply], timeout=1)
+            except DOWN as e:
+                log.warning("reply reader: Redis down (%s)", e)
+                await asyncio.sleep(0.5)
+                continue
+            if popped:
+                job_id, _, payload = popped[1].partition("\n")
+                self._deliver(job_id, json.loads(payload))
+            cutoff = time.monotonic() - 60
+            for job_id in [j for j, (t, _) in self._early.items() if t < cutoff]:
+                del self._early[job_id]
+
+    async def _monitor(self) -> None:
+        """Once a second: did Redis lose its data (then nothing we wait for will come), queue depth, workers."""
+        while True:
+            try:
+                old = self.queue.epoch
+                if await self.queue.check_epoch():
+                    log.error("Redis lost its data (restarted without persistence): failing the jobs it held")
+                    self._fail_all("the queue was lost (Redis restarted without its data)", old)
+                self._down_since = None
+                self._queued = await self.queue.queued()
+                self._read_workers(await self.queue.redis.hgetall(f"{self.queue.prefix}:workers"))
+            except DOWN:
+                self._snapshot = {**self._snapshot, "warm": False}
+                self._down_since = self._down_since or time.monotonic()
+                if time.monotonic() - self._down_since > GIVE_UP_DOWN_S and self._waiting:
+                    # Whatever comes back later is still recorded and cached: a client that asks again gets it.
+                    self._fail_all(f"Redis unreachable for more than {GIVE_UP_DOWN_S:g}s")
+            except RedisError as e:
+                log.warning("monitor: %s", e)
+            await asyncio.sleep(1.0)
+
+    def _read_workers(self, beats: dict[str, str]) -> None:
+        live = [b for b in map(json.loads, beats.values()) if time.time() - b["time"] < WORKER_STALE_S]
+        snap = _empty_snapshot()
+        for beat in live:
+            for k in ("size", "idle", "busy", "started", "replaced", "start_failures", "jobs", "sandbox_errors"):
+                snap[k] += beat["pool"][k]
+            snap["warm"] = snap["warm"] or beat["pool"]["warm"]
+            snap["backend"] = beat["pool"]["backend"]
+        snap["workers"] = len(live)
+        self._snapshot = snap
+        self._lint_hits = sum(b.get("lint_hits", 0) for b in live)
+        if live:
+            self.image_id, self.versions = live[0]["image"], live[0]["versions"]
+
+
+def _empty_snapshot() -> dict[str, Any]:
+    return {"backend": "none", "size": 0, "idle": 0, "busy": 0, "warm": False, "started": 0, "replaced": 0,
+            "start_failures": 0, "jobs": 0, "sandbox_errors": 0, "workers": 0}
+
+
+def _lost(job_id: str, message: str) -> dict[str, Any]:
+    return {"rollout_id": job_id, "status": "infra_error", "reward": None, "message": message, "error": message}

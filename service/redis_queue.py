@@ -1,0 +1,137 @@
+"""Distributed mode (REDIS_URL): API processes put items on a Redis stream, `rewardbox worker` processes on any host
+consume them through a consumer group, and each result comes back to the waiting request. This module holds what
+both sides share (the stream, its group, the atomic scripts); service/redis_executor.py is the API side,
+service/worker.py the worker.
+
+Delivery: Redis Streams with one consumer group. A worker reads with XREADGROUP, keeps its in-flight entries fresh
+(XCLAIM JUSTID) and acknowledges only when the result is recorded; an entry left idle by a dead worker is claimed by
+another (XAUTOCLAIM). A result is recorded once per job id (SET NX inside one Lua script that also stores the
+rollout, fills the cache, notifies the waiters, acks and deletes the entry), so a redelivered job cannot count twice.
+Replies go to one list per API process (RPUSH; read by BLPOP), so a request gets its result whether it started
+waiting before or after the result arrived; the result key and the stored rollout outlive an API restart.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from sandboxes import Job, Result
+
+from .config import Settings
+from .executor import Overloaded, Unavailable, not_started
+from .models import RewardItem
+from .redis_scripts import ENQUEUE, GROUP, HAND_BACK, RECORD
+
+DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
+HEARTBEAT_S = 2.0
+
+
+def result_ttl_s(s: Settings) -> int:
+    """How long a job's result key (its idempotence marker) lives: longer than any duplicate delivery of the job
+    can still be running (its entry is deleted when the result is recorded)."""
+    return int(2 * s.max_item_s + s.claim_idle_s + 300)
+
+
+def connect(url: str, timeout_s: float = 5.0) -> aioredis.Redis:
+    return aioredis.Redis.from_url(url, decode_responses=True, socket_timeout=timeout_s, socket_connect_timeout=2,
+                                   retry_on_timeout=False)
+
+
+def job_from_wire(raw: dict[str, Any]) -> Job:
+    from sandboxes import Limits
+
+    return Job(**{**raw, "limits": Limits(**raw["limits"])})
+
+
+def not_started_payload(data: dict[str, Any], job_id: str) -> dict[str, Any]:
+    """What an item (or a /run_code job) not started by its deadline answers."""
+    deadline_s = data["deadline"] - data["enqueued"]
+    if data["kind"] == "run":
+        return Result.infra(f"not started within the request's deadline of {deadline_s:g}s").to_dict()
+    item = RewardItem.model_validate(data["item"])
+    return not_started(item, job_id, deadline_s).model_dump(mode="json")
+
+
+class Queue:
+    """The Redis side shared by API processes and workers: the stream, its group, and the atomic scripts."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.prefix = settings.redis_prefix
+        self.stream = f"{self.prefix}:jobs"
+        self.redis = connect(settings.redis_url)
+        self._enqueue = self.redis.register_script(ENQUEUE)
+        self._record = self.redis.register_script(RECORD)
+        self._hand_back = self.redis.register_script(HAND_BACK)
+        self.epoch: str | None = None
+
+    async def ensure_group(self) -> None:
+        """The consumer group exists (created at id 0, so entries added before it are delivered too)."""
+        try:
+            await self.redis.xgroup_create(self.stream, GROUP, id="0", mkstream=True)
+        except ResponseError as e:
+            if "BUSYGROUP" not in str(e):
+                raise
+
+    async def check_epoch(self) -> bool:
+        """True when Redis lost its data since the last call (a restart without persistence)."""
+        fresh = uuid.uuid4().hex
+        await self.redis.set(f"{self.prefix}:epoch", fresh, nx=True)
+        epoch = await self.redis.get(f"{self.prefix}:epoch")
+        lost = self.epoch is not None and epoch != self.epoch
+        self.epoch = epoch
+        if lost:
+            await self.ensure_group()
+        return lost
+
+    async def enqueue(self, reply: str, jobs: list[tuple[str, str, str]], use_cache: bool) -> list[Any]:
+        """jobs: (job id, cache key or "", data json). Raises Overloaded, or Unavailable when Redis is down."""
+        ttl = int(self.settings.deadline_s + 2 * self.settings.max_item_s + 120)
+        args: list[Any] = [self.prefix, self.stream, self.settings.max_queued, reply, ttl, "1" if use_cache else "0"]
+        for job in jobs:
+            args += job
+        try:
+            out = await self._enqueue(args=args)
+        except DOWN as e:
+            raise Unavailable(f"Redis: {e}") from None
+        if out[0] == "overloaded":
+            raise Overloaded(f"{out[1]} items queued; the bound is {self.settings.max_queued}")
+        return out
+
+    async def record(self, job_id: str, entry: str, payload: dict[str, Any], record: str, status: str,
+                     key: str, cacheable: bool, only_if_undelivered: bool = False) -> int:
+        s = self.settings
+        return int(await self._record(args=[
+            self.prefix, self.stream, entry, job_id, json.dumps(payload), record, status,
+            s.redis_retention, key, "1" if cacheable else "0", int(s.result_cache_ttl_s) or 1, s.result_cache_size,
+            result_ttl_s(s), int(s.deadline_s + 2 * s.max_item_s + 120), "1" if only_if_undelivered else "0"]))
+
+    async def ack(self, entry: str) -> None:
+        """Done with an entry whose result is already recorded (a duplicate delivery)."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.xack(self.stream, GROUP, entry)
+        pipe.xdel(self.stream, entry)
+        await pipe.execute()
+
+    async def hand_back(self, entry: str, job_id: str, data: str) -> None:
+        await self._hand_back(args=[self.prefix, self.stream, entry, job_id, data])
+
+    async def queued(self) -> int:
+        """Entries not yet delivered to any worker."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.xlen(self.stream)
+        pipe.xpending(self.stream, GROUP)
+        length, pending = await pipe.execute(raise_on_error=False)
+        if isinstance(length, Exception):
+            return 0
+        return int(length) - (0 if isinstance(pending, Exception) else int(pending["pending"]))
+
+    async def close(self) -> None:
+        await self.redis.aclose()

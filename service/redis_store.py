@@ -1,0 +1,104 @@
+"""Rollout store of distributed mode: in Redis, shared by every API instance, written by the worker in the same
+atomic step that records a job's result (so a redelivered job is never stored twice), capped by a retention count
+(oldest dropped first). Same methods as the SQLite RolloutStore, so the routes do not care which one they use.
+
+Calls are synchronous (redis-py's blocking client with short timeouts): the store serves listing, export and
+replay, whose callers wait on it anyway."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import redis
+
+from .redis_scripts import ADD_ROLLOUT
+from .store import capped
+
+PAGE = 200
+
+
+def rollout_record(request: dict[str, Any], result: dict[str, Any], image: str, versions: dict[str, str]) -> str:
+    """The stored form of one rollout (seq and created_at are added by Redis)."""
+    return json.dumps({"id": result["rollout_id"], "client_id": result.get("id"), "status": result["status"],
+                       "language": request.get("language"), "profile": result.get("profile"),
+                       "reward": result.get("reward"), "request": request, "result": capped(result), "image": image,
+                       "versions": versions})
+
+
+class RedisRolloutStore:
+    def __init__(self, url: str, prefix: str, retention: int) -> None:
+        self.client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=5, socket_connect_timeout=2)
+        self.prefix, self.retention = prefix, retention
+        self._add = self.client.register_script(ADD_ROLLOUT)
+        self.path = f"{url} ({prefix}:rollouts)"
+
+    def add(self, request: dict[str, Any], result: dict[str, Any], image: str, versions: dict[str, str]) -> None:
+        self._add(args=[self.prefix, result["rollout_id"], rollout_record(request, result, image, versions),
+                        result["status"], self.retention])
+
+    def _load(self, ids: list[str]) -> list[dict[str, Any]]:
+        pipe = self.client.pipeline(transaction=False)
+        for rid in ids:
+            pipe.hmget(f"{self.prefix}:rollout:{rid}", "record", "seq", "created_at")
+        records = []
+        for record, seq, created_at in pipe.execute():
+            if record is None:  # dropped by retention between the index read and this one
+                continue
+            records.append({**json.loads(record), "seq": int(seq), "created_at": float(created_at)})
+        return records
+
+    def get(self, rollout_id: str) -> dict[str, Any] | None:
+        found = self._load([rollout_id])
+        return found[0] if found else None
+
+    def list(self, status: str | None = None, failed: bool = False, language: str | None = None,
+             since: float | None = None, limit: int = 100, cursor: int | None = None
+             ) -> tuple[list[dict[str, Any]], int | None]:
+        index = f"{self.prefix}:rollouts" + (f":status:{status}" if status else ":failed" if failed else "")
+        top = f"({cursor}" if cursor is not None else "+inf"
+        items: list[dict[str, Any]] = []
+        while len(items) <= limit:
+            page = self.client.zrevrangebyscore(index, top, "-inf", start=0, num=PAGE, withscores=True)
+            if not page:
+                break
+            for record in self._load([rid for rid, _ in page]):
+                if since is not None and record["created_at"] < since:  # created_at grows with seq (Redis time)
+                    return items[:limit], None
+                if (not failed or record["status"] != "passed") and (not language or record["language"] == language):
+                    items.append(record)
+            top = f"({page[-1][1]:.0f}"
+            if len(page) < PAGE:
+                break
+        if len(items) > limit:
+            return items[:limit], items[limit - 1]["seq"]
+        return items, None
+
+    def export(self, **filters: Any) -> Iterator[dict[str, Any]]:
+        cursor = None
+        while True:
+            items, cursor = self.list(limit=500, cursor=cursor, **filters)
+            yield from items
+            if cursor is None:
+                return
+
+    def recent(self, count: int) -> list[dict[str, Any]]:
+        """The newest `count` rollouts (the dashboard's window)."""
+        ids = self.client.zrevrange(f"{self.prefix}:rollouts", 0, count - 1)
+        return [r for i in range(0, len(ids), PAGE) for r in self._load(ids[i:i + PAGE])]
+
+    def add_run(self, name: str, summary: dict[str, Any]) -> int:
+        import time
+
+        run_id = int(self.client.incr(f"{self.prefix}:runs:seq"))
+        self.client.lpush(f"{self.prefix}:runs", json.dumps({"id": run_id, "created_at": time.time(), "name": name,
+                                                             "summary": summary}))
+        self.client.ltrim(f"{self.prefix}:runs", 0, 9999)
+        return run_id
+
+    def runs(self, limit: int = 100) -> list[dict[str, Any]]:
+        return [json.loads(r) for r in self.client.lrange(f"{self.prefix}:runs", 0, limit - 1)]
+
+    def close(self) -> None:
+        self.client.close()

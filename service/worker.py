@@ -1,0 +1,257 @@
+"""`rewardbox worker`: consume jobs from Redis on a local warm sandbox pool (distributed mode).
+
+Each worker reads only as many jobs as it has free slots, so a job read is a job started; it refreshes its in-flight
+entries so that no one steals them, and claims entries left idle by dead workers. A job is acknowledged only in the
+script that records its result (service/redis_scripts.py). SIGTERM: stop reading, finish in-flight jobs for
+REWARDBOX_WORKER_GRACE_S, hand the rest back to the stream for another worker, then exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import time
+import uuid
+from typing import Any
+
+from redis.exceptions import RedisError, ResponseError
+
+from sandboxes import SandboxPool, choose_backend
+
+from .cache import UNCACHEABLE, cache_key, code_versions
+from .config import Settings
+from .models import RewardItem
+from .redis_queue import DOWN, GROUP, HEARTBEAT_S, Queue, job_from_wire, not_started_payload
+from .redis_store import rollout_record
+from .scoring import Scorer
+
+log = logging.getLogger("rewardbox.worker")
+MAX_DELIVERIES = 3  # a job whose worker died this many times is answered infra_error rather than tried again
+DEAD_AFTER_S = 3600  # a consumer with nothing pending and no activity this long belongs to a dead worker
+
+
+class Worker:
+    def __init__(self, pool: SandboxPool, settings: Settings) -> None:
+        self.pool, self.settings = pool, settings
+        self.scorer = Scorer(pool, settings)
+        self.queue = Queue(settings)
+        self.key_versions = code_versions()
+        self.concurrency = settings.worker_concurrency or 2 * pool.size
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._jobs: dict[str, tuple[asyncio.Task, str, str]] = {}  # entry -> (task, job id, data)
+        self._stopping = asyncio.Event()
+        self.completed = 0
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        await self.scorer.baseline_kb()
+        await self._until_redis(self.queue.ensure_group)
+        await self._until_redis(self.queue.check_epoch)
+        beat = asyncio.create_task(self._heartbeat())
+        log.info("worker %s: %d slots on %d sandboxes", self.name, self.concurrency, self.pool.size)
+        last_claim = 0.0
+        try:
+            while not self._stopping.is_set():
+                free = self.concurrency - len(self._jobs)
+                if free <= 0:
+                    await asyncio.wait([t for t, _, _ in self._jobs.values()], timeout=1.0,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                try:
+                    entries: list = []
+                    if time.monotonic() - last_claim > self.settings.claim_idle_s / 4:
+                        last_claim = time.monotonic()
+                        entries = await self._claim(free)
+                    claimed = bool(entries)
+                    if not claimed:
+                        entries = await self._read(free)
+                except DOWN as e:
+                    log.warning("Redis down (%s); retrying", e)
+                    await self._pause(1.0)
+                    continue
+                except ResponseError as e:
+                    if "NOGROUP" not in str(e):
+                        raise
+                    await self.queue.ensure_group()  # Redis restarted without its data
+                    continue
+                for entry, fields in entries:
+                    self._start(entry, fields, claimed)
+        finally:
+            await self._drain()
+            beat.cancel()
+            try:
+                await self.queue.redis.hdel(f"{self.queue.prefix}:workers", self.name)
+                await self.queue.redis.xgroup_delconsumer(self.queue.stream, GROUP, self.name)  # nothing pending now
+            except RedisError:
+                pass
+            await self.queue.close()
+
+    async def _read(self, count: int) -> list:
+        reply = await self.queue.redis.xreadgroup(GROUP, self.name, {self.queue.stream: ">"}, count=count, block=1000)
+        return reply[0][1] if reply else []
+
+    async def _claim(self, count: int) -> list:
+        """Entries another worker took and left idle for claim_idle_s: it died. Too many deaths: infra_error."""
+        idle_ms = int(self.settings.claim_idle_s * 1000)
+        _, entries, _ = await self.queue.redis.xautoclaim(self.queue.stream, GROUP, self.name, idle_ms, "0-0",
+                                                          count=count)
+        claimed = []
+        for entry, fields in entries:
+            if not fields:  # deleted meanwhile
+                continue
+            info = await self.queue.redis.xpending_range(self.queue.stream, GROUP, entry, entry, 1)
+            deliveries = info[0]["times_delivered"] if info else 1
+            log.warning("claimed job %s from a dead worker (delivery %d)", fields.get("job"), deliveries)
+            if deliveries > MAX_DELIVERIES:
+                await self._record_failure(entry, fields, f"the job's worker died {deliveries - 1} times")
+                continue
+            claimed.append((entry, fields))
+        return claimed
+
+    def _start(self, entry: str, fields: dict[str, str], claimed: bool) -> None:
+        task = asyncio.create_task(self._handle(entry, fields["job"], fields["data"], claimed))
+        self._jobs[entry] = (task, fields["job"], fields["data"])
+        task.add_done_callback(lambda _: self._jobs.pop(entry, None))
+
+    async def _handle(self, entry: str, job_id: str, raw: str, claimed: bool) -> None:
+        try:
+            await self._score_and_record(entry, job_id, raw, claimed)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - the entry stays pending: claimed again, at most MAX_DELIVERIES times
+            log.exception("job %s failed on this worker", job_id)
+
+    async def _score_and_record(self, entry: str, job_id: str, raw: str, claimed: bool) -> None:
+        data = json.loads(raw)
+        # A claimed job may have been finished by the worker that died (or is slow); a fresh one cannot have been.
+        if claimed and await self.queue.redis.exists(f"{self.queue.prefix}:result:{job_id}"):
+            await self.queue.ack(entry)
+            return
+        started = time.time()
+        if started > data["deadline"]:
+            payload = not_started_payload(data, job_id)
+        elif data["kind"] == "run":
+            payload = (await self.pool.run(job_from_wire(data["job"]))).to_dict()
+        else:
+            item = RewardItem.model_validate(data["item"])
+            result = await self.scorer.score(item, job_id)
+            result.details.setdefault("timings", {})["queue_ms"] = round((started - data["enqueued"]) * 1000, 3)
+            payload = result.model_dump(mode="json")
+        await self._record(entry, job_id, data, payload)
+
+    async def _record(self, entry: str, job_id: str, data: dict[str, Any], payload: dict[str, Any]) -> None:
+        record, key, ok = "", "", False
+        if data["kind"] == "score":
+            item = RewardItem.model_validate(data["item"])
+            if self.settings.db_path != "off":
+                record = rollout_record(data["item"], payload, self.scorer.image_id, self.scorer.versions)
+            key = cache_key(item, self.key_versions)
+            ok = payload["status"] not in UNCACHEABLE
+        status = payload.get("status", "")
+        delay = 0.2
+        while True:  # a finished job is worth keeping: retry until Redis answers (or we are told to stop)
+            try:
+                recorded = await self.queue.record(job_id, entry, payload, record, status, key, ok)
+                break
+            except DOWN as e:  # when stopping, _drain cancels us after the grace period: the job stays pending
+                log.warning("recording job %s: Redis down (%s); retrying", job_id, e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        self.completed += recorded
+
+    async def _record_failure(self, entry: str, fields: dict[str, str], message: str) -> None:
+        data = json.loads(fields["data"])
+        payload = not_started_payload(data, fields["job"])
+        payload["message" if data["kind"] == "score" else "error"] = message
+        await self._record(entry, fields["job"], data, payload)
+
+    async def _drain(self) -> None:
+        """Finish what we have within the grace period; hand back the rest (same job id: still recorded once)."""
+        if not self._jobs:
+            return
+        tasks = [t for t, _, _ in self._jobs.values()]
+        log.info("stopping: finishing %d jobs (grace %gs)", len(tasks), self.settings.worker_grace_s)
+        await asyncio.wait(tasks, timeout=self.settings.worker_grace_s)
+        for entry, (task, job_id, data) in list(self._jobs.items()):
+            task.cancel()
+            try:
+                await self.queue.hand_back(entry, job_id, data)
+                log.info("handed back job %s", job_id)
+            except RedisError as e:  # it stays pending: claimed by another worker after claim_idle_s
+                log.error("handing back job %s failed: %s", job_id, e)
+
+    async def _forget_the_dead(self) -> None:
+        """Consumers of workers that died (nothing pending, silent for an hour) and their heartbeats go."""
+        for consumer in await self.queue.redis.xinfo_consumers(self.queue.stream, GROUP):
+            if consumer["pending"] == 0 and consumer["idle"] > DEAD_AFTER_S * 1000 and consumer["name"] != self.name:
+                await self.queue.redis.xgroup_delconsumer(self.queue.stream, GROUP, consumer["name"])
+        for name, beat in (await self.queue.redis.hgetall(f"{self.queue.prefix}:workers")).items():
+            if time.time() - json.loads(beat)["time"] > DEAD_AFTER_S:
+                await self.queue.redis.hdel(f"{self.queue.prefix}:workers", name)
+
+    async def _heartbeat(self) -> None:
+        """Keep our in-flight entries fresh (so no one claims them) and tell the API tier what we have."""
+        last_sweep = time.monotonic()
+        while True:
+            try:
+                entries = list(self._jobs)
+                if entries:
+                    await self.queue.redis.xclaim(self.queue.stream, GROUP, self.name, 0, entries, justid=True)
+                beat = {"consumer": self.name, "time": time.time(), "pool": self.pool.snapshot(),
+                        "lint_hits": self.scorer.quality.hits, "image": self.scorer.image_id,
+                        "versions": self.scorer.versions, "active": len(entries), "completed": self.completed}
+                await self.queue.redis.hset(f"{self.queue.prefix}:workers", self.name, json.dumps(beat))
+                if time.monotonic() - last_sweep > 60:
+                    last_sweep = time.monotonic()
+                    await self._forget_the_dead()
+            except RedisError as e:
+                log.warning("heartbeat: %s", e)
+            await asyncio.sleep(min(HEARTBEAT_S, self.settings.claim_idle_s / 4))
+
+    async def _until_redis(self, step) -> None:
+        while True:
+            try:
+                return await step()
+            except DOWN as e:
+                log.warning("waiting for Redis: %s", e)
+                await self._pause(1.0)
+                if self._stopping.is_set():
+                    raise SystemExit(0) from None
+
+    async def _pause(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        except TimeoutError:
+            pass
+
+
+async def serve(settings: Settings) -> None:
+    if not settings.redis_url:
+        raise SystemExit("rewardbox worker needs REDIS_URL")
+    async with SandboxPool(choose_backend(settings.backend), size=settings.pool_size or None) as pool:
+        worker = Worker(pool, settings)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, worker.stop)
+        await worker.run()
+
+
+def healthy(settings: Settings) -> bool:
+    """A worker of this host (container) sent a heartbeat with a warm pool in the last 15 s."""
+    import redis
+
+    client = redis.Redis.from_url(settings.redis_url, decode_responses=True, socket_timeout=3)
+    try:
+        beats = [json.loads(b) for b in client.hgetall(f"{settings.redis_prefix}:workers").values()]
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+    mine = [b for b in beats if b["consumer"].startswith(socket.gethostname() + ":")]
+    return any(time.time() - b["time"] < 15 and b["pool"]["warm"] for b in mine)
