@@ -2,9 +2,9 @@
 
 The candidate and the reference run the item's tests (and each tests.scaling size) alternately in one sandbox, so a
 busy machine slows both alike and the per-round ratio cancels it. The reference's own CPU time is calibrated per
-(reference, tests) hash: when a measurement drifts from it by more than DRIFT (or the reference's rounds disagree
-among themselves by more than DRIFT), the item is measured once more; if it still drifts, efficiency is null with
-the reason, never a noisy number, and the calibration moves to the new value.
+(reference, tests) hash (its first measurement): when a later measurement is off by more than a factor DRIFT (and
+2 ms), the item is measured once more; if it is still off, efficiency is null with the reason, never a noisy
+number, and the calibration moves to the new value.
 """
 
 from __future__ import annotations
@@ -14,16 +14,15 @@ import json
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
-from statistics import median
 from typing import Any
 
 from sandboxes import Job, Limits, SandboxPool, Status
 
 from .efficiency import TESTS, EfficiencyReport, Runs, against_limits, against_reference
 
-DEFAULT_ROUNDS = 2  # rounds always run; each costs one candidate and one reference run
+DEFAULT_ROUNDS = 3  # rounds always run; each costs one candidate and one reference run
 MAX_ROUNDS = 5  # more rounds, up to this, while the per-round ratios disagree by more than AGREE
-AGREE = 0.1
+AGREE = 0.05
 DRIFT = 1.5  # reference CPU beyond calibration x DRIFT (or / DRIFT) is a drift
 NOOP = {"code": "pass\n", "module": "solution"}
 
@@ -90,21 +89,18 @@ class EfficiencyGrader:
             if not drift:
                 break
         if drift:
-            self._calibrate(key, median(runs.cpu("reference")), replace=True)
+            self._calibrate(key, min(runs.cpu("reference")), replace=True)
             return EfficiencyReport(None, reason=f"reference cost drifted, measured twice: {drift}")
-        self._calibrate(key, median(runs.cpu("reference")))
+        self._calibrate(key, min(runs.cpu("reference")))
         report = against_reference(runs, work.scaling["sizes"] if work.scaling else None)
         report.inputs["calibrated_reference_cpu_ms"] = round(self.calibration[key], 3)
         report.inputs["rounds"] = len(runs.cpu("reference"))
         return report
 
     def _drift(self, key: str, ref_cpu: list[float]) -> str:
-        lo, hi = min(ref_cpu), max(ref_cpu)
-        if hi > lo * DRIFT and hi - lo > 1.0:
-            return f"the reference's rounds disagree ({lo:.2f} to {hi:.2f} ms CPU)"
-        calibrated = self.calibration.get(key)
-        now = median(ref_cpu)
-        if calibrated and (now > calibrated * DRIFT or now < calibrated / DRIFT) and abs(now - calibrated) > 1.0:
+        """The reference's cost (its least disturbed run, as in the time ratio) against its calibration."""
+        calibrated, now = self.calibration.get(key), min(ref_cpu)
+        if calibrated and (now > calibrated * DRIFT or now < calibrated / DRIFT) and abs(now - calibrated) > 2.0:
             return f"reference {now:.2f} ms CPU against {calibrated:.2f} ms calibrated"
         return ""
 

@@ -15,7 +15,6 @@ from service.config import Settings
 from service.models import RewardItem
 from service.scoring import Scorer
 
-
 SLOW = "def _slow(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n"
 REFERENCE = SLOW + "def total(n):\n    return _slow(n)\n"
 EQUAL_COST = "def total(count):\n    acc = 0\n    for k in range(count):\n        acc += k * k\n    return acc\n"
@@ -46,9 +45,9 @@ UNIQUE_QUADRATIC = ("def count_unique(xs):\n    seen = []\n    for x in xs:\n   
                     "            seen.append(x)\n    return len(seen)\n")
 UNIQUE_TESTS = {"kind": "assert", "entry_point": "count_unique",
                 "test_code": "def check(candidate):\n    assert candidate([1, 1, 2]) == 2\n"
-                             "    assert candidate(list(range(1500)) * 2) == 1500\n",
+                             "    assert candidate(list(range(3000)) * 2) == 3000\n",
                 "scaling": {"generator": "def generate(n):\n    return [list(range(n)) * 2]\n",
-                            "sizes": [250, 500, 1000, 2000]}}
+                            "sizes": [500, 1000, 2000, 4000]}}
 
 
 @pytest.fixture(scope="session")
