@@ -1,10 +1,10 @@
 """Efficiency measurement: one measuring job per item (sandboxes/inside/measure.py), then the formulas in efficiency.py.
 
-The candidate and the reference run the item's tests (and each tests.scaling size) alternately in one sandbox, so a
-busy machine slows both alike and the per-round ratio cancels it. The reference's own CPU time is calibrated per
-(reference, tests) hash (its first measurement): when a later measurement is off by more than a factor DRIFT (and
-2 ms), the item is measured once more; if it is still off, efficiency is null with the reason, never a noisy
-number, and the calibration moves to the new value.
+The candidate and the reference run the item's tests (and each tests.scaling size) alternately in one sandbox, so
+both see the same machine. The reference's own CPU time is calibrated per (reference, tests) hash (the lowest
+accepted measurement): when a later measurement is off by more than a factor DRIFT (and 2 ms), the item is measured
+once more; if it is still off, efficiency is null with the reason, never a noisy number, and the calibration moves
+to the new value.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class EfficiencyGrader:
             self._calibrate(key, min(runs.cpu("reference")), replace=True)
             return EfficiencyReport(None, reason=f"reference cost drifted, measured twice: {drift}")
         self._calibrate(key, min(runs.cpu("reference")))
-        report = against_reference(runs, work.scaling["sizes"] if work.scaling else None)
+        report = against_reference(runs, work.scaling["sizes"] if work.scaling else None, self.calibration[key])
         report.inputs["calibrated_reference_cpu_ms"] = round(self.calibration[key], 3)
         report.inputs["rounds"] = len(runs.cpu("reference"))
         return report
@@ -105,7 +105,8 @@ class EfficiencyGrader:
         return ""
 
     def _calibrate(self, key: str, value: float, replace: bool = False) -> None:
-        if key not in self.calibration or replace:
+        """Keep the lowest accepted reference cost (interference only adds CPU time); replace after a drift."""
+        if key not in self.calibration or replace or value < self.calibration[key]:
             self.calibration[key] = value
         self.calibration.move_to_end(key)
         if len(self.calibration) > self.cache_size:

@@ -12,9 +12,9 @@ per io case), followed by the usual clean-up, so that:
 job = {"programs": {name: {"code", "module"}}, "order": [names alternated per round], "once": [names measured in
        the first round only], "points": [{"name", "judge": spec} | {"name", "io": [stdin, ...]}], "rounds": int,
        "max_rounds": int, "agree": float, "total_s": cap of the whole measurement}
-After `rounds` rounds, more are run (up to `max_rounds`) while the per-round ratios of the two programs in "order"
-at the first point disagree: the median must have a neighbour within a factor 1 + agree (one outlier round, e.g.
-a burst of interference from another tenant, then no longer decides the result).
+After `rounds` rounds, more are run (up to `max_rounds`) until, at the first point, each of the two programs in
+"order" has two runs within a factor 1 + agree of its lowest, and the median per-round ratio has a neighbour within
+that factor: a burst of interference from another tenant then no longer decides the result.
 result = {"status": "ok" | "timeout", "runs": [{"program", "point", "round", "status", "passed", "cases",
           "digests", "cpu_ms", "peak_memory_kb", "wall_ms"}]}
 """
@@ -56,7 +56,8 @@ def measure_job(runner, job: dict, limits: dict) -> dict:
 
 
 def _settled(runs: list[dict], order: list[str], point: str, agree: float) -> bool:
-    """Enough rounds: the median of the per-round ratios of the first point has a neighbour within `agree`."""
+    """Enough rounds: at the first point each program's two lowest runs agree within `agree`, and so do the median
+    per-round ratio and its nearest neighbour."""
     if len(order) != 2:
         return True
     cpu = {(r["program"], r["round"]): r["cpu_ms"] for r in runs if r["point"] == point}
@@ -64,6 +65,10 @@ def _settled(runs: list[dict], order: list[str], point: str, agree: float) -> bo
                if (order[0], k) in cpu and (order[1], k) in cpu)
     if len(s) < 2:
         return False
+    for name in order:  # each program's lowest run is confirmed by a second one within `agree`
+        own = sorted(c for (p, _), c in cpu.items() if p == name)
+        if own[1] > own[0] * (1 + agree):
+            return False
     m = len(s) // 2
     if len(s) % 2 == 0:
         return s[m] <= s[m - 1] * (1 + agree)
