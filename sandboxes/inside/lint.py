@@ -1,8 +1,9 @@
 """Quality job (runs as the candidate uid, forked from the lint zygote that imported pylint once).
 
-pylint and radon read the program; neither runs it. Suppression pragmas are blanked out before linting (and
-counted), so `# pylint: disable=...`, `# noqa` and `# type: ignore` cannot raise the score. Prints one JSON
-object on stdout.
+pylint and radon read the program; neither runs it. Suppression pragmas are removed before linting (and
+counted), so `# pylint: disable=...`, `# noqa` and `# type: ignore` cannot raise the score. The maintainability
+index is computed without comments and with docstrings counted as code, so padding a program with comments (which
+radon's MI rewards) cannot raise it either. Prints one JSON object on stdout.
 """
 
 from __future__ import annotations
@@ -21,14 +22,24 @@ PYLINT_ARGS = ["--persistent=n", "--jobs=1", "--reports=n", "--score=y", "--disa
 
 
 def strip_pragmas(code: str) -> tuple[str, int]:
-    """Blank out suppression comments (positions kept). Returns (new source, how many were blanked)."""
+    """Remove suppression comments (line numbers kept). Returns (new source, how many were removed)."""
+    return _strip_comments(code, lambda text: bool(PRAGMA.search(text)))
+
+
+def strip_comments(code: str) -> str:
+    """The source without any comment: what the maintainability index is computed on, so comments earn nothing."""
+    return _strip_comments(code, lambda text: True)[0]
+
+
+def _strip_comments(code: str, which) -> tuple[str, int]:
     lines = code.splitlines(keepends=True)
     count = 0
-    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
-        if tok.type == tokenize.COMMENT and PRAGMA.search(tok.string):
+    for tok in reversed(list(tokenize.generate_tokens(io.StringIO(code).readline))):  # right to left per line
+        if tok.type == tokenize.COMMENT and which(tok.string):
             row, col = tok.start
             line = lines[row - 1]
-            lines[row - 1] = line[:col] + "#" + " " * (len(tok.string) - 1) + line[col + len(tok.string) :]
+            rest = line[col + len(tok.string) :]
+            lines[row - 1] = line[:col].rstrip() + rest  # rest is the line ending (a comment ends its line)
             count += 1
     return "".join(lines), count
 
@@ -59,7 +70,7 @@ def lint(code: str, path: str) -> dict:
     score = getattr(linter.stats, "global_note", 0.0) or 0.0
     fatal = any(m.msg_id.startswith(("E0001", "F")) for m in reporter.messages)
     try:
-        mi = float(mi_visit(clean, multi=True))
+        mi = float(mi_visit(strip_comments(clean), multi=False))  # comments and docstrings do not raise MI
         cc = [{"name": b.name, "complexity": b.complexity} for b in cc_visit(clean)]
     except Exception:  # noqa: BLE001 - radon fails on what pylint already reported
         mi, cc = 0.0, []
