@@ -20,7 +20,7 @@ from sandboxes import Job, Limits, SandboxPool, Status
 
 from .efficiency import TESTS, EfficiencyReport, Runs, against_limits, against_reference
 
-DEFAULT_ROUNDS = 3  # rounds always run; each costs one candidate and one reference run
+DEFAULT_ROUNDS = 2  # rounds always run; each costs one candidate and one reference run
 MAX_ROUNDS = 5  # more rounds, up to this, while the per-round ratios disagree by more than AGREE
 AGREE = 0.05
 DRIFT = 1.5  # reference CPU beyond calibration x DRIFT (or / DRIFT) is a drift
