@@ -57,8 +57,12 @@ async def stability(scorer: Scorer, repeats: int) -> dict[str, Any]:
     limits = job_limits(10, 512, 120)
     rows: dict[str, list[float]] = {k: [] for k in ("wall_ms", "cpu_ms", "peak_kb", "ratio", "median_round_ratio",
                                                     "separate_ratio", "score", "rounds", "cost_x")}
+    nulls: list[str] = []
     for _ in range(repeats):
         res = await scorer.score(item)
+        if res.components.get("efficiency") is None:  # e.g. a drift of the reference: counted, never averaged in
+            nulls.append(res.details.get("efficiency", {}).get("reason") or res.message)
+            continue
         e = res.details["efficiency"]["inputs"]
         rows["wall_ms"].append(res.execution.wall_ms)
         rows["cpu_ms"].append(res.execution.cpu_ms)
@@ -76,7 +80,7 @@ async def stability(scorer: Scorer, repeats: int) -> dict[str, Any]:
     out.update(score_min=min(rows["score"]), score_max=max(rows["score"]), score_spread=max(rows["score"]) -
                min(rows["score"]), ratio_median=statistics.median(rows["ratio"]),
                rounds_mean=statistics.fmean(rows["rounds"]), efficiency_cost_x=statistics.median(rows["cost_x"]),
-               cpu_ms_median=statistics.median(rows["cpu_ms"]))
+               cpu_ms_median=statistics.median(rows["cpu_ms"]), nulls=len(nulls), null_reasons=nulls)
     return out
 
 
@@ -148,7 +152,8 @@ async def main() -> None:
         r = report[cond]
         print(f"{cond}: score {r['score_min']:.3f}..{r['score_max']:.3f} (spread {r['score_spread']:.3f}), "
               f"ratio median {r['ratio_median']:.3f}, rounds {r['rounds_mean']:.1f}, efficiency stage "
-              f"{r['efficiency_cost_x']:.1f}x the tests stage (candidate CPU {r['cpu_ms_median']:.1f} ms)")
+              f"{r['efficiency_cost_x']:.1f}x the tests stage (candidate CPU {r['cpu_ms_median']:.1f} ms), "
+              f"null {r['nulls']}/{report['repeats']}{' ' + repr(r['null_reasons'][:2]) if r['nulls'] else ''}")
     print(f"quality per rollout (warm linter, cache cold): median {report['quality_ms_median']:.1f} ms, "
           f"p95 {report['quality_ms_p95']:.1f} ms; cached {report['quality_cached_ms_median']:.2f} ms")
     print(f"efficiency on 30 HumanEval problems (reference = canonical): median "
