@@ -103,7 +103,7 @@ async def quality_cost(pool: SandboxPool, n: int) -> dict[str, float]:
 
 
 async def humaneval_efficiency_cost(scorer: Scorer, n: int) -> dict[str, float]:
-    ratios, eff_ms, tests_ms = [], [], []
+    ratios, eff_ms, tests_ms, scores = [], [], [], []
     for p in list(humaneval_problems().values())[:n]:
         code = p["prompt"] + p["canonical_solution"]
         res = await scorer.score(RewardItem.model_validate({"code": code, "reference_code": code,
@@ -113,9 +113,12 @@ async def humaneval_efficiency_cost(scorer: Scorer, n: int) -> dict[str, float]:
             ratios.append(t["efficiency_ms"] / t["tests_ms"])
             eff_ms.append(t["efficiency_ms"])
             tests_ms.append(t["tests_ms"])
+            scores.append(res.components["efficiency"])
     return {"humaneval_efficiency_cost_x": statistics.median(ratios),
             "humaneval_efficiency_ms_median": statistics.median(eff_ms),
-            "humaneval_tests_ms_median": statistics.median(tests_ms)}
+            "humaneval_tests_ms_median": statistics.median(tests_ms),
+            "humaneval_score_min": min(s for s in scores if s is not None),
+            "humaneval_nulls": sum(s is None for s in scores)}
 
 
 async def main() -> None:
@@ -158,7 +161,8 @@ async def main() -> None:
           f"p95 {report['quality_ms_p95']:.1f} ms; cached {report['quality_cached_ms_median']:.2f} ms")
     print(f"efficiency on 30 HumanEval problems (reference = canonical): median "
           f"{report['humaneval_efficiency_ms_median']:.1f} ms = {report['humaneval_efficiency_cost_x']:.1f}x the "
-          f"tests stage ({report['humaneval_tests_ms_median']:.1f} ms)")
+          f"tests stage ({report['humaneval_tests_ms_median']:.1f} ms); lowest score "
+          f"{report['humaneval_score_min']:.3f} (candidate = reference), null {report['humaneval_nulls']}")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from typing import Any
 
 from sandboxes import Job, Limits, SandboxPool, Status
 
-from .efficiency import TESTS, EfficiencyReport, Runs, against_limits, against_reference
+from .efficiency import FULL, TESTS, EfficiencyReport, Runs, against_limits, against_reference
 
 DEFAULT_ROUNDS = 2  # rounds always run; each costs one candidate and one reference run
 MAX_ROUNDS = 5  # more rounds, up to this, while the per-round ratios disagree by more than AGREE
@@ -117,7 +117,7 @@ class EfficiencyGrader:
         programs = {name: {"code": c, "module": "solution"} for name, c in codes.items()}
         programs["noop"] = NOOP
         measure = {"programs": programs, "order": list(codes), "once": ["noop"], "rounds": rounds,
-                   "max_rounds": max(rounds, MAX_ROUNDS), "agree": AGREE,
+                   "max_rounds": max(rounds, MAX_ROUNDS), "agree": AGREE, "full": FULL,
                    "points": work.points(), "total_s": limits.total_s}
         result = await self.pool.run(Job("measure", measure=measure, limits=limits))
         if result.status == Status.SANDBOX_ERROR:

@@ -149,3 +149,15 @@ def test_scaling_needs_an_entry_point_and_a_usable_generator():
     with pytest.raises(ValidationError, match="at least 4 times"):
         RewardItem.model_validate({"code": "", "tests": {**base, "entry_point": "f",
                                                          "scaling": {**gen, "sizes": [10, 20, 30]}}})
+
+
+async def test_io_programs_are_measured_per_case_too(scorer):
+    tests = {"kind": "io", "cases": [{"stdin": "300000\n", "stdout": str(sum(i * i for i in range(300000)))},
+                                     {"stdin": "10\n", "stdout": "285"}]}
+    ref = "n = int(input())\nprint((n - 1) * n * (2 * n - 1) // 6)\n"
+    loop = "n = int(input())\ns = 0\nfor i in range(n):\n    s += i * i\nprint(s)\n"
+    same = await efficiency(scorer, "count = int(input())\nprint((count - 1) * count * (2 * count - 1) // 6)\n", ref,
+                            tests)
+    slow = await efficiency(scorer, loop, ref, tests)
+    assert same["score"] >= 0.95, same
+    assert slow["time_score"] < 0.8 * same["time_score"], (slow, same)

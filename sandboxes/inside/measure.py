@@ -11,10 +11,11 @@ per io case), followed by the usual clean-up, so that:
 
 job = {"programs": {name: {"code", "module"}}, "order": [names alternated per round], "once": [names measured in
        the first round only], "points": [{"name", "judge": spec} | {"name", "io": [stdin, ...]}], "rounds": int,
-       "max_rounds": int, "agree": float, "total_s": cap of the whole measurement}
+       "max_rounds": int, "agree": float, "full": float, "total_s": cap of the whole measurement}
 After `rounds` rounds, more are run (up to `max_rounds`) until, at the first point, each of the two programs in
-"order" has two runs within a factor 1 + agree of its lowest, and the median per-round ratio has a neighbour within
-that factor: a burst of interference from another tenant then no longer decides the result.
+"order" has two runs within a factor 1 + agree (or 0.5 ms) of its lowest, and the median per-round ratio has a
+neighbour within that factor, unless every per-round ratio is at most `full` (the ratio the host scores as 1):
+a burst of interference from another tenant then no longer decides the result.
 result = {"status": "ok" | "timeout", "runs": [{"program", "point", "round", "status", "passed", "cases",
           "digests", "cpu_ms", "peak_memory_kb", "wall_ms"}]}
 """
@@ -33,10 +34,11 @@ def measure_job(runner, job: dict, limits: dict) -> dict:
     rounds = max(1, min(int(job.get("rounds", 3)), MAX_ROUNDS))
     max_rounds = max(rounds, min(int(job.get("max_rounds", rounds)), MAX_ROUNDS))
     agree = float(job.get("agree", 0.1))
+    full = float(job.get("full", 0.0))
     deadline = time.monotonic() + float(job.get("total_s", limits["total_s"]))
     runs: list[dict] = []
     for rnd in range(max_rounds):
-        if rnd >= rounds and _settled(runs, order, job["points"][0]["name"], agree):
+        if rnd >= rounds and _settled(runs, order, job["points"][0]["name"], agree, full):
             break
         # Alternate who goes first, so that neither program always runs right after the other's clean-up.
         names = order if rnd % 2 == 0 else order[::-1]
@@ -55,9 +57,10 @@ def measure_job(runner, job: dict, limits: dict) -> dict:
     return {"status": "ok", "runs": runs}
 
 
-def _settled(runs: list[dict], order: list[str], point: str, agree: float) -> bool:
-    """Enough rounds: at the first point each program's two lowest runs agree within `agree`, and so do the median
-    per-round ratio and its nearest neighbour."""
+def _settled(runs: list[dict], order: list[str], point: str, agree: float, full: float) -> bool:
+    """Enough rounds: at the first point every per-round ratio is at most `full` (all score the same), or each
+    program's two lowest runs agree within `agree` (or 0.5 ms), and so do the median per-round ratio and its
+    nearest neighbour."""
     if len(order) != 2:
         return True
     cpu = {(r["program"], r["round"]): r["cpu_ms"] for r in runs if r["point"] == point}
@@ -65,9 +68,11 @@ def _settled(runs: list[dict], order: list[str], point: str, agree: float) -> bo
                if (order[0], k) in cpu and (order[1], k) in cpu)
     if len(s) < 2:
         return False
+    if s[-1] <= full:
+        return True
     for name in order:  # each program's lowest run is confirmed by a second one within `agree`
         own = sorted(c for (p, _), c in cpu.items() if p == name)
-        if own[1] > own[0] * (1 + agree):
+        if own[1] > own[0] * (1 + agree) and own[1] - own[0] > 0.5:
             return False
     m = len(s) // 2
     if len(s) % 2 == 0:
