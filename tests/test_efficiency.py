@@ -161,3 +161,18 @@ async def test_io_programs_are_measured_per_case_too(scorer):
     slow = await efficiency(scorer, loop, ref, tests)
     assert same["score"] >= 0.95, same
     assert slow["time_score"] < 0.8 * same["time_score"], (slow, same)
+
+
+def test_bad_scaling_sizes_are_422_naming_the_field(api):
+    tests = {**UNIQUE_TESTS, "scaling": {**UNIQUE_TESTS["scaling"], "sizes": [100, 50, 200]}}
+    r = api.post("/reward", json={"code": UNIQUE_REF, "tests": tests})
+    assert r.status_code == 422
+    assert any("scaling" in err["loc"] and "sizes" in err["loc"] for err in r.json()["detail"]), r.text
+
+
+def test_complexity_fit_is_in_the_http_response(api):
+    r = api.post("/reward", json={"code": UNIQUE_QUADRATIC, "reference_code": UNIQUE_REF, "tests": UNIQUE_TESTS})
+    assert r.status_code == 200, r.text
+    details = r.json()["details"]["efficiency"]
+    assert details["complexity_factor"] < 0.5
+    assert set(details["inputs"]["complexity"]) >= {"sizes", "candidate_slope", "reference_slope"}
