@@ -21,7 +21,8 @@ from sandboxes import Job, Limits, SandboxPool, Status
 from .efficiency import FULL, TESTS, EfficiencyReport, Runs, against_limits, against_reference
 
 DEFAULT_ROUNDS = 2  # rounds always run; each costs one candidate and one reference run
-MAX_ROUNDS = 5  # more rounds, up to this, while the per-round ratios disagree by more than AGREE
+GRADED_ROUNDS = 3  # at least this many unless every per-round ratio already scores 1
+MAX_ROUNDS = 5  # more rounds, up to this, while the median per-round ratio has no neighbour within AGREE
 AGREE = 0.05
 DRIFT = 1.5  # reference CPU beyond calibration x DRIFT (or / DRIFT) is a drift
 NOOP = {"code": "pass\n", "module": "solution"}
@@ -92,13 +93,13 @@ class EfficiencyGrader:
             self._calibrate(key, min(runs.cpu("reference")), replace=True)
             return EfficiencyReport(None, reason=f"reference cost drifted, measured twice: {drift}")
         self._calibrate(key, min(runs.cpu("reference")))
-        report = against_reference(runs, work.scaling["sizes"] if work.scaling else None, self.calibration[key])
+        report = against_reference(runs, work.scaling["sizes"] if work.scaling else None)
         report.inputs["calibrated_reference_cpu_ms"] = round(self.calibration[key], 3)
         report.inputs["rounds"] = len(runs.cpu("reference"))
         return report
 
     def _drift(self, key: str, ref_cpu: list[float]) -> str:
-        """The reference's cost (its least disturbed run, as in the time ratio) against its calibration."""
+        """The reference's cost now (its least disturbed run) against its calibration."""
         calibrated, now = self.calibration.get(key), min(ref_cpu)
         if calibrated and (now > calibrated * DRIFT or now < calibrated / DRIFT) and abs(now - calibrated) > 2.0:
             return f"reference {now:.2f} ms CPU against {calibrated:.2f} ms calibrated"
@@ -118,6 +119,7 @@ class EfficiencyGrader:
         programs["noop"] = NOOP
         measure = {"programs": programs, "order": list(codes), "once": ["noop"], "rounds": rounds,
                    "max_rounds": max(rounds, MAX_ROUNDS), "agree": AGREE, "full": FULL,
+                   "graded_rounds": max(rounds, GRADED_ROUNDS),
                    "points": work.points(), "total_s": limits.total_s}
         result = await self.pool.run(Job("measure", measure=measure, limits=limits))
         if result.status == Status.SANDBOX_ERROR:

@@ -109,7 +109,8 @@ async def test_same_item_ten_times_has_efficiency_spread_under_0_05_with_a_busy_
     finally:
         hog.kill()
         hog.wait()
-    assert 0.3 < min(scores), scores  # in the graded range, not clipped to 1: the spread means something
+    assert None not in scores, scores
+    assert 0.3 < min(scores) < 0.97, scores  # in the graded range, not clipped to 1: the spread means something
     assert max(scores) - min(scores) <= 0.05, scores
 
 

@@ -11,11 +11,11 @@ per io case), followed by the usual clean-up, so that:
 
 job = {"programs": {name: {"code", "module"}}, "order": [names alternated per round], "once": [names measured in
        the first round only], "points": [{"name", "judge": spec} | {"name", "io": [stdin, ...]}], "rounds": int,
-       "max_rounds": int, "agree": float, "full": float, "total_s": cap of the whole measurement}
-After `rounds` rounds, more are run (up to `max_rounds`) until, at the first point, each of the two programs in
-"order" has two runs within a factor 1 + agree (or 0.5 ms) of its lowest, and the median per-round ratio has a
-neighbour within that factor, unless every per-round ratio is at most `full` (the ratio the host scores as 1):
-a burst of interference from another tenant then no longer decides the result.
+       "max_rounds": int, "graded_rounds": int, "agree": float, "full": float, "total_s": cap of the measurement}
+After `rounds` rounds, more are run (up to `max_rounds`) unless every per-round ratio of the two programs in
+"order" at the first point is at most `full` (the ratio the host scores as 1): at least `graded_rounds`, and until
+each program has a second run within a factor 1 + agree (or 0.5 ms) of its lowest, so that one run hit by a burst
+of interference decides nothing.
 result = {"status": "ok" | "timeout", "runs": [{"program", "point", "round", "status", "passed", "cases",
           "digests", "cpu_ms", "peak_memory_kb", "wall_ms"}]}
 """
@@ -35,10 +35,11 @@ def measure_job(runner, job: dict, limits: dict) -> dict:
     max_rounds = max(rounds, min(int(job.get("max_rounds", rounds)), MAX_ROUNDS))
     agree = float(job.get("agree", 0.1))
     full = float(job.get("full", 0.0))
+    graded_rounds = int(job.get("graded_rounds", rounds))
     deadline = time.monotonic() + float(job.get("total_s", limits["total_s"]))
     runs: list[dict] = []
     for rnd in range(max_rounds):
-        if rnd >= rounds and _settled(runs, order, job["points"][0]["name"], agree, full):
+        if rnd >= rounds and _settled(runs, order, job["points"][0]["name"], agree, full, graded_rounds):
             break
         # Alternate who goes first, so that neither program always runs right after the other's clean-up.
         names = order if rnd % 2 == 0 else order[::-1]
@@ -57,10 +58,10 @@ def measure_job(runner, job: dict, limits: dict) -> dict:
     return {"status": "ok", "runs": runs}
 
 
-def _settled(runs: list[dict], order: list[str], point: str, agree: float, full: float) -> bool:
-    """Enough rounds: at the first point every per-round ratio is at most `full` (all score the same), or each
-    program's two lowest runs agree within `agree` (or 0.5 ms), and so do the median per-round ratio and its
-    nearest neighbour."""
+def _settled(runs: list[dict], order: list[str], point: str, agree: float, full: float, graded_rounds: int) -> bool:
+    """Enough rounds: at the first point every per-round ratio is at most `full` (all score the same), or there
+    were `graded_rounds` rounds and each program's lowest run is confirmed by a second one within a factor
+    1 + agree (or 0.5 ms)."""
     if len(order) != 2:
         return True
     cpu = {(r["program"], r["round"]): r["cpu_ms"] for r in runs if r["point"] == point}
@@ -70,14 +71,13 @@ def _settled(runs: list[dict], order: list[str], point: str, agree: float, full:
         return False
     if s[-1] <= full:
         return True
-    for name in order:  # each program's lowest run is confirmed by a second one within `agree`
+    if len(s) < graded_rounds:
+        return False
+    for name in order:  # each program's lowest run is confirmed by a second one within `agree` (or 0.5 ms)
         own = sorted(c for (p, _), c in cpu.items() if p == name)
         if own[1] > own[0] * (1 + agree) and own[1] - own[0] > 0.5:
             return False
-    m = len(s) // 2
-    if len(s) % 2 == 0:
-        return s[m] <= s[m - 1] * (1 + agree)
-    return min(s[m] / s[m - 1], s[m + 1] / s[m]) <= 1 + agree
+    return True
 
 
 def _measure_one(runner, program: dict, point: dict, limits: dict) -> dict | None:
