@@ -20,6 +20,7 @@ from sandboxes import Job, Limits, SandboxPool, Status
 
 PYLINT_WEIGHT = 0.7
 MI_WEIGHT = 0.3
+MAX_MESSAGES_IN_RESPONSE = 20  # lint messages (id, symbol, line, text) kept in a response; message_count says all
 LINT_LIMITS = Limits(wall_s=20.0, cpu_s=20.0, memory_mb=1024, output_bytes=1 << 20)
 
 
@@ -31,6 +32,7 @@ class QualityReport:
     cyclomatic: list[dict[str, Any]] = field(default_factory=list)
     suppressions: int = 0
     messages: list[dict[str, Any]] = field(default_factory=list)
+    message_count: int = 0
     reason: str = ""
     cached: bool = False
 
@@ -41,6 +43,7 @@ class QualityReport:
             "cyclomatic": self.cyclomatic,
             "suppressions": self.suppressions,
             "messages": self.messages,
+            "message_count": self.message_count,
             "reason": self.reason,
             "cached": self.cached,
         }
@@ -81,7 +84,9 @@ class QualityGrader:
         except ValueError:
             return QualityReport(None, reason="linter output unreadable")
         if not data.get("ok"):
-            return QualityReport(0.0, reason="the program does not parse", messages=data.get("messages", []))
+            messages = data.get("messages", [])
+            return QualityReport(0.0, reason="the program does not parse", messages=messages[:MAX_MESSAGES_IN_RESPONSE],
+                                 message_count=int(data.get("message_count", len(messages))))
         pylint, mi = float(data["pylint_score"]), float(data["maintainability_index"])
         return QualityReport(
             combine(pylint, mi),
@@ -89,5 +94,6 @@ class QualityGrader:
             maintainability_index=mi,
             cyclomatic=data.get("cyclomatic", []),
             suppressions=int(data.get("suppressions", 0)),
-            messages=data.get("messages", []),
+            messages=data.get("messages", [])[:MAX_MESSAGES_IN_RESPONSE],
+            message_count=int(data.get("message_count", 0)),
         )

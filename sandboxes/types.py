@@ -45,6 +45,8 @@ class Job:
     ``{"argv": [...]}`` (exec), with ``stdin`` and optional ``files`` written to the working directory.
     op "judge": ``candidate`` = ``{"code", "module"}`` and ``judge`` = the test spec (see inside/judge.py).
     op "lint": ``program`` = ``{"code": python source}``; the result's stdout is the linter's JSON.
+    op "measure": ``measure`` = programs, workloads and rounds (see inside/measure.py); the result's ``runs`` hold
+    each run's CPU time and peak memory.
     """
 
     op: str
@@ -56,11 +58,14 @@ class Job:
     candidate: dict[str, Any] | None = None
     judge: dict[str, Any] | None = None
     limits: Limits = field(default_factory=Limits)
+    measure: dict[str, Any] | None = None
 
     def to_wire(self) -> dict[str, Any]:
         job: dict[str, Any] = {"limits": self.limits.to_wire()}
         if self.op == "lint":
             job["code"] = (self.program or {}).get("code", "")
+        elif self.op == "measure":
+            job.update(self.measure or {})
         else:
             for key in ("program", "stdin", "files", "fetch_files", "env", "candidate", "judge"):
                 value = getattr(self, key)
@@ -70,6 +75,8 @@ class Job:
 
     def deadline_s(self) -> float:
         """How long the host waits for the runner before declaring the sandbox broken."""
+        if self.op == "measure":
+            return float((self.measure or {}).get("total_s", self.limits.total_s)) + 10.0
         own = self.limits.total_s if self.op == "judge" else self.limits.wall_s
         return own + 10.0
 
@@ -88,6 +95,7 @@ class Result:
     stderr_truncated: bool = False
     error: str | None = None
     events: list[dict[str, Any]] = field(default_factory=list)  # judge jobs: load report and test cases
+    runs: list[dict[str, Any]] = field(default_factory=list)  # measure jobs: one record per run
     spec_error: str | None = None  # judge jobs: the test specification itself is broken
     files: dict[str, str] = field(default_factory=dict)  # fetched files, base64
     sandbox_id: str | None = None
@@ -115,6 +123,7 @@ class Result:
             stderr_truncated=bool(raw.get("stderr_truncated")),
             error=raw.get("error"),
             events=list(raw.get("events") or []),
+            runs=list(raw.get("runs") or []),
             spec_error=raw.get("spec_error"),
             files=dict(raw.get("files") or {}),
         )

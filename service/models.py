@@ -15,6 +15,35 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Scaling(Strict):
+    """Input generator for efficiency's complexity fit: `function(n)` returns the entry point's positional args."""
+
+    generator: str = Field(min_length=1, description="trusted source defining the generator function")
+    function: str = Field("generate", min_length=1, description="name of the generator function in `generator`")
+    sizes: list[int] = Field(min_length=3, max_length=8, description="input sizes n, increasing, max >= 4 x min")
+
+    @field_validator("sizes")
+    @classmethod
+    def _spread(cls, v: list[int]) -> list[int]:
+        if any(n < 1 for n in v) or any(b <= a for a, b in zip(v, v[1:], strict=False)):
+            raise ValueError("sizes must be positive and strictly increasing")
+        if v[-1] < 4 * v[0]:
+            raise ValueError("the largest size must be at least 4 times the smallest, or no slope can be fitted")
+        return v
+
+    @model_validator(mode="after")
+    def _defines_function(self) -> Scaling:
+        import ast
+
+        try:
+            tree = ast.parse(self.generator)
+        except SyntaxError as e:
+            raise ValueError(f"generator does not parse: {e}") from None
+        if not any(isinstance(s, ast.FunctionDef) and s.name == self.function for s in tree.body):
+            raise ValueError(f"generator defines no function {self.function!r}")
+        return self
+
+
 class AssertTests(Strict):
     """HumanEval `check(candidate)` + entry_point, or MBPP-style plain assert lines."""
 
@@ -22,6 +51,13 @@ class AssertTests(Strict):
     test_code: str = Field(min_length=1)
     entry_point: str | None = None
     support_code: str | None = Field(None, description="trusted dataset code the tests may use (HumanEval prompt)")
+    scaling: Scaling | None = None
+
+    @model_validator(mode="after")
+    def _scaling_needs_entry_point(self) -> AssertTests:
+        if self.scaling is not None and not self.entry_point:
+            raise ValueError("tests.scaling needs tests.entry_point (the function the generated inputs go to)")
+        return self
 
 
 class FunctionCase(Strict):
@@ -35,6 +71,7 @@ class FunctionTests(Strict):
     entry_point: str = Field(min_length=1)
     cases: list[FunctionCase] = Field(min_length=1)
     float_tol: float | None = Field(None, ge=0)
+    scaling: Scaling | None = None
 
 
 class FloatTolerance(Strict):

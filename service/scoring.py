@@ -10,7 +10,8 @@ import logging
 import time
 import uuid
 
-from graders.efficiency import EfficiencyReport, against_limits, against_reference
+from graders.efficiency import EfficiencyReport
+from graders.efficiency_measure import EfficiencyGrader
 from graders.executability import executability
 from graders.outcome import Outcome
 from graders.pass_rate import pass_rate
@@ -41,6 +42,7 @@ class Scorer:
         # Everything a replay must match: service and in-sandbox code, and the seed jobs run with (PYTHONHASHSEED).
         self.versions = {"rewardbox": __version__, "runner": runner_digest(), "python_hash_seed": "0"}
         self.quality = QualityGrader(pool, settings.lint_cache_size)
+        self.efficiency = EfficiencyGrader(pool)
         self._baseline_kb: int | None = None
         self._baseline_lock = asyncio.Lock()
 
@@ -113,13 +115,9 @@ class Scorer:
     async def _efficiency(self, item: RewardItem, outcome: Outcome, limits) -> EfficiencyReport:
         if not outcome.all_passed:
             return EfficiencyReport(None, reason="measured only for programs that pass every test")
-        baseline = await self.baseline_kb()
-        if item.reference_code:
-            ref = await run_tests(self.pool, item.reference_code, item.tests, limits)
-            if ref.status == "infra_error":
-                return EfficiencyReport(None, reason="sandbox error")
-            return against_reference(outcome, ref, baseline)
-        return against_limits(outcome, item.limits.timeout_s, item.limits.memory_mb, baseline)
+        # One measuring job: candidate and reference alternate in one sandbox (see graders/efficiency_measure.py).
+        return await self.efficiency.grade(item.code, item.reference_code, item.tests, limits,
+                                           item.limits.timeout_s, item.limits.memory_mb)
 
 
 def _execution(outcome: Outcome) -> Execution:
@@ -136,5 +134,6 @@ def _details(quality: QualityReport | None, efficiency: EfficiencyReport | None,
         details["quality"] = quality.details()
     if efficiency is not None:
         details["efficiency"] = {"time_score": efficiency.time_score, "memory_score": efficiency.memory_score,
+                                 "complexity_factor": efficiency.complexity_factor,
                                  "inputs": efficiency.inputs, "reason": efficiency.reason}
     return details

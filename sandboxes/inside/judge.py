@@ -438,7 +438,39 @@ def judge_pytest(spec: dict, chan: Channel, rep: Reporter, load: dict) -> None:
         raise SpecError(f"pytest exited with {code} and ran no test")
 
 
-KINDS = {"assert": judge_assert, "function": judge_function, "pytest": judge_pytest}
+def judge_scaling(spec: dict, chan: Channel, rep: Reporter, load: dict) -> None:
+    """One call of the entry point on generated input of size n (efficiency's complexity fit). The case passes when
+    the call returns; its message is a digest of the answer, which the host compares with the reference's."""
+    import hashlib
+    import json
+
+    entry, n = spec.get("entry_point") or "", int(spec.get("n", 0))
+    name = f"n={n}"
+    rep.event({"event": "plan", "cases": [name]})
+    if not load["ok"] or not _defined(entry, load["names"]):
+        rep.case(name, False, "failed", "program did not load or lacks the entry point")
+        return
+    ns: dict = {"__name__": "__scaling__", "__builtins__": builtins}
+    try:
+        exec(compile(spec.get("generator") or "", "<generator>", "exec"), ns)
+        args = ns[spec.get("function") or "generate"](n)
+    except Exception as e:  # noqa: BLE001
+        raise SpecError(f"scaling generator failed: {type(e).__name__}: {e}") from None
+    if type(args) not in (list, tuple):
+        raise SpecError("the scaling generator must return a list of positional arguments")
+    target = _callable_name(entry, load["names"])
+    digest: list[str] = []
+
+    def body() -> None:
+        got = chan.call(target, tuple(args), {})
+        digest.append(hashlib.sha256(json.dumps(codec.encode(got)).encode()).hexdigest()[:16])
+
+    run_case(chan, rep, name, body)
+    if digest:  # run_case reported the case already; the digest goes out as its own event
+        rep.event({"event": "digest", "case": name, "digest": digest[0]})
+
+
+KINDS = {"assert": judge_assert, "function": judge_function, "pytest": judge_pytest, "scaling": judge_scaling}
 
 
 def main(spec: dict, vsock: socket.socket, to_fd: int, from_fd: int, cand_pid: int, case_timeout: float) -> None:

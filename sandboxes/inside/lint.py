@@ -1,8 +1,9 @@
 """Quality job (runs as the candidate uid, forked from the lint zygote that imported pylint once).
 
-pylint and radon read the program; neither runs it. Suppression pragmas are blanked out before linting (and
-counted), so `# pylint: disable=...`, `# noqa` and `# type: ignore` cannot raise the score. Prints one JSON
-object on stdout.
+pylint and radon read the program; neither runs it. Suppression pragmas are removed before linting (and
+counted), so `# pylint: disable=...`, `# noqa` and `# type: ignore` cannot raise the score. The maintainability
+index is computed without comments and with docstrings counted as code, so padding a program with comments (which
+radon's MI rewards) cannot raise it either. Prints one JSON object on stdout.
 """
 
 from __future__ import annotations
@@ -21,14 +22,24 @@ PYLINT_ARGS = ["--persistent=n", "--jobs=1", "--reports=n", "--score=y", "--disa
 
 
 def strip_pragmas(code: str) -> tuple[str, int]:
-    """Blank out suppression comments (positions kept). Returns (new source, how many were blanked)."""
+    """Remove suppression comments (line numbers kept). Returns (new source, how many were removed)."""
+    return _strip_comments(code, lambda text: bool(PRAGMA.search(text)))
+
+
+def strip_comments(code: str) -> str:
+    """The source without any comment: what the maintainability index is computed on, so comments earn nothing."""
+    return _strip_comments(code, lambda text: True)[0]
+
+
+def _strip_comments(code: str, which) -> tuple[str, int]:
     lines = code.splitlines(keepends=True)
     count = 0
-    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
-        if tok.type == tokenize.COMMENT and PRAGMA.search(tok.string):
+    for tok in reversed(list(tokenize.generate_tokens(io.StringIO(code).readline))):  # right to left per line
+        if tok.type == tokenize.COMMENT and which(tok.string):
             row, col = tok.start
             line = lines[row - 1]
-            lines[row - 1] = line[:col] + "#" + " " * (len(tok.string) - 1) + line[col + len(tok.string) :]
+            rest = line[col + len(tok.string) :]
+            lines[row - 1] = line[:col].rstrip() + rest  # rest is the line ending (a comment ends its line)
             count += 1
     return "".join(lines), count
 
@@ -59,7 +70,7 @@ def lint(code: str, path: str) -> dict:
     score = getattr(linter.stats, "global_note", 0.0) or 0.0
     fatal = any(m.msg_id.startswith(("E0001", "F")) for m in reporter.messages)
     try:
-        mi = float(mi_visit(clean, multi=True))
+        mi = float(mi_visit(strip_comments(clean), multi=False))  # comments and docstrings do not raise MI
         cc = [{"name": b.name, "complexity": b.complexity} for b in cc_visit(clean)]
     except Exception:  # noqa: BLE001 - radon fails on what pylint already reported
         mi, cc = 0.0, []
@@ -97,12 +108,43 @@ def warm_up() -> None:
         with open(path, "w") as f:
             f.write("import os\n\n\ndef f(x):\n    return os.path.join(x, 'a')\n")
         _warm_linter = Run([*PYLINT_ARGS, path], reporter=CollectingReporter(), exit=False).linter
+        _prepare_checkers_once(_warm_linter)
         # Programs mostly import these: astroid parses each module once here instead of once per lint job.
         lint(WARM_IMPORTS + "def g(y: List[int]) -> Dict[str, int]:\n    return {str(v): v for v in y}\n",
              os.path.join(d, "warm2.py"))
     import gc
 
     gc.freeze()  # the linter's objects are now permanent: forked children do not copy them for the collector
+
+
+def _prepare_checkers_once(linter) -> None:
+    """pylint picks its checkers and collects their visit methods for every file (~6 ms of ~11 per small file).
+    Both depend only on which messages are enabled, which is fixed here: the configuration never changes and
+    the pragmas that could change it per file are stripped before linting. So do it once, in the zygote."""
+    import pylint.lint.pylinter as pylinter
+
+    needed = linter.prepare_checkers()
+    template = pylinter.ASTWalker(linter)
+    for checker in needed:
+        template.add_checker(checker)
+    base = pylinter.ASTWalker
+
+    class PreparedWalker(base):  # type: ignore[misc,valid-type]
+        def __init__(self, owner) -> None:
+            super().__init__(owner)
+            self.prepared = owner is linter
+            if self.prepared:
+                for kind in ("visit_events", "leave_events"):
+                    events = getattr(self, kind)
+                    for cid, methods in getattr(template, kind).items():
+                        events[cid] = list(methods)
+
+        def add_checker(self, checker) -> None:
+            if not self.prepared:
+                super().add_checker(checker)
+
+    linter.prepare_checkers = lambda: list(needed)
+    pylinter.ASTWalker = PreparedWalker
 
 
 def main(code: str) -> None:

@@ -278,6 +278,10 @@ class Runner:
         self.children: dict[int, int | None] = {}  # our own children -> exit status once reaped
         self.jobs_done = 0
         self.used_uids: set[int] = set()
+        # Orphans of jobs (daemons, forked helpers nobody waited for) are reaped here as sub-reaper; their CPU and
+        # peak memory are kept so that measuring jobs (inside/measure.py) count work moved into them.
+        self.orphan_cpu_ms = 0.0
+        self.orphan_maxrss_kb = 0
         # The candidate's home is root-owned and sticky (like /tmp), so the runner can see at a glance whether a
         # job left files; the judge's home belongs to the judge alone (the candidate must not read it).
         cand_home = self.dirs[self.cand_uid]
@@ -314,13 +318,16 @@ class Runner:
         """Collect every exited child, including orphans we inherit as sub-reaper (daemons of jobs)."""
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status, ru = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
             if pid in self.children:
                 self.children[pid] = status
+            else:
+                self.orphan_cpu_ms += (ru.ru_utime + ru.ru_stime) * 1000.0
+                self.orphan_maxrss_kb = max(self.orphan_maxrss_kb, ru.ru_maxrss)
 
     def _wait_child(self, pid: int, timeout: float) -> int | None:
         deadline = time.monotonic() + timeout
@@ -395,6 +402,10 @@ class Runner:
             return self.run_job({"program": {"lint": True, "code": job["code"]}}, limits, self.lint_zygote)
         if op == "judge":
             return self.judge_job(job, limits)
+        if op == "measure":
+            import measure
+
+            return measure.measure_job(self, job, limits)
         return {"status": "sandbox_error", "error": f"unknown op {op!r}"}
 
     def after_job(self) -> bool:

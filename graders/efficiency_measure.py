@@ -1,0 +1,131 @@
+"""Efficiency measurement: one measuring job per item (sandboxes/inside/measure.py), then the formulas in efficiency.py.
+
+The candidate and the reference run the item's tests (and each tests.scaling size) alternately in one sandbox, so
+both see the same machine. The reference's own CPU time is calibrated per (reference, tests) hash (the lowest
+accepted measurement): when a later measurement is off by more than a factor DRIFT (and 2 ms), the item is measured
+once more; if it is still off, efficiency is null with the reason, never a noisy number, and the calibration moves
+to the new value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from sandboxes import Job, Limits, SandboxPool, Status
+
+from .efficiency import FULL, TESTS, EfficiencyReport, Runs, against_limits, against_reference
+
+DEFAULT_ROUNDS = 2  # rounds always run; each costs one candidate and one reference run
+GRADED_ROUNDS = 3  # at least this many unless every per-round ratio already scores 1
+MAX_ROUNDS = 5  # more rounds, up to this, while the median per-round ratio has no neighbour within AGREE
+AGREE = 0.05
+DRIFT = 1.5  # reference CPU beyond calibration x DRIFT (or / DRIFT) is a drift
+NOOP = {"code": "pass\n", "module": "solution"}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the programs run: the item's tests (a judge spec, or io stdins) and optional scaling sizes."""
+
+    judge: dict[str, Any] | None  # judge spec for assert / function / pytest tests
+    io: list[str] | None  # stdin of each io case (or [""] for a program without tests)
+    scaling: dict[str, Any] | None  # {"generator", "function", "sizes"} and the entry point in judge
+    entry_point: str | None = None
+
+    def points(self) -> list[dict[str, Any]]:
+        points: list[dict[str, Any]] = [{"name": TESTS, "judge": self.judge} if self.judge
+                                        else {"name": TESTS, "io": self.io or [""]}]
+        if self.scaling:
+            for n in self.scaling["sizes"]:
+                points.append({"name": f"n={n}", "judge": {
+                    "kind": "scaling", "entry_point": self.entry_point, "n": n,
+                    "generator": self.scaling["generator"], "function": self.scaling.get("function", "generate")}})
+        return points
+
+    def key(self, reference: str) -> str:
+        blob = json.dumps([reference, self.judge, self.io, self.scaling], sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def workload_of(tests: Any) -> Workload:
+    """From a service.models test spec (or None)."""
+    if tests is None:
+        return Workload(None, [""], None)
+    if tests.kind == "io":
+        return Workload(None, [c.stdin for c in tests.cases], None)
+    spec = tests.model_dump(exclude_none=True)
+    scaling = spec.pop("scaling", None)
+    return Workload(spec, None, scaling, spec.get("entry_point"))
+
+
+class EfficiencyGrader:
+    def __init__(self, pool: SandboxPool, rounds: int | None = None, cache_size: int = 4096) -> None:
+        self.pool = pool
+        self.rounds = rounds or int(os.environ.get("REWARDBOX_EFFICIENCY_ROUNDS") or DEFAULT_ROUNDS)
+        self.calibration: OrderedDict[str, float] = OrderedDict()  # workload key -> reference CPU ms
+        self.cache_size = cache_size
+
+    async def grade(self, code: str, reference: str | None, tests: Any, limits: Limits, timeout_s: float,
+                    memory_mb: int) -> EfficiencyReport:
+        work = workload_of(tests)
+        if reference is None:
+            runs, error = await self._measure(work, {"candidate": code}, limits, rounds=1)
+            if runs is None:
+                return EfficiencyReport(None, reason=error)
+            return against_limits(runs, timeout_s, memory_mb)
+        key = work.key(reference)
+        drift = ""
+        for _attempt in range(2):
+            runs, error = await self._measure(work, {"candidate": code, "reference": reference}, limits, self.rounds)
+            if runs is None:
+                return EfficiencyReport(None, reason=error)
+            if runs.failure("reference") or runs.failure("candidate"):
+                return against_reference(runs, None)  # says which run failed
+            drift = self._drift(key, runs.cpu("reference"))
+            if not drift:
+                break
+        if drift:
+            self._calibrate(key, min(runs.cpu("reference")), replace=True)
+            return EfficiencyReport(None, reason=f"reference cost drifted, measured twice: {drift}")
+        self._calibrate(key, min(runs.cpu("reference")))
+        report = against_reference(runs, work.scaling["sizes"] if work.scaling else None)
+        report.inputs["calibrated_reference_cpu_ms"] = round(self.calibration[key], 3)
+        report.inputs["rounds"] = len(runs.cpu("reference"))
+        return report
+
+    def _drift(self, key: str, ref_cpu: list[float]) -> str:
+        """The reference's cost now (its least disturbed run) against its calibration."""
+        calibrated, now = self.calibration.get(key), min(ref_cpu)
+        if calibrated and (now > calibrated * DRIFT or now < calibrated / DRIFT) and abs(now - calibrated) > 2.0:
+            return f"reference {now:.2f} ms CPU against {calibrated:.2f} ms calibrated"
+        return ""
+
+    def _calibrate(self, key: str, value: float, replace: bool = False) -> None:
+        """Keep the lowest accepted reference cost (interference only adds CPU time); replace after a drift."""
+        if key not in self.calibration or replace or value < self.calibration[key]:
+            self.calibration[key] = value
+        self.calibration.move_to_end(key)
+        if len(self.calibration) > self.cache_size:
+            self.calibration.popitem(last=False)
+
+    async def _measure(self, work: Workload, codes: dict[str, str], limits: Limits,
+                       rounds: int) -> tuple[Runs | None, str]:
+        programs = {name: {"code": c, "module": "solution"} for name, c in codes.items()}
+        programs["noop"] = NOOP
+        measure = {"programs": programs, "order": list(codes), "once": ["noop"], "rounds": rounds,
+                   "max_rounds": max(rounds, MAX_ROUNDS), "agree": AGREE, "full": FULL,
+                   "graded_rounds": max(rounds, GRADED_ROUNDS),
+                   "points": work.points(), "total_s": limits.total_s}
+        result = await self.pool.run(Job("measure", measure=measure, limits=limits))
+        if result.status == Status.SANDBOX_ERROR:
+            return None, "sandbox error"
+        if result.status != Status.OK:
+            return None, f"the measurement ended {result.status}: {result.error or ''}".strip()
+        if result.spec_error:
+            return None, f"test specification: {result.spec_error}"
+        return Runs(result.runs), ""

@@ -1,0 +1,116 @@
+"""Measuring job (op "measure"): several programs run the same workloads alternately, in this one sandbox.
+
+Efficiency compares a candidate with a reference. Measured in separate sandboxes (or minutes apart) a uniform
+slowdown of the machine shows up in one and not the other; run in alternating rounds here it hits both, and the
+host takes the median of the per-round ratios. Each run is a whole job of its own (a judge job, or one process
+per io case), followed by the usual clean-up, so that:
+- everything the program's processes spend counts: import time, threads (wait4 of the process), and helpers it
+  forked but did not wait for (reaped by the runner as sub-reaper, their rusage added here);
+- nothing survives from one run into the next (processes killed, files wiped): no cache on disk, no daemon
+  working for the next run, no interference with the other program's run.
+
+job = {"programs": {name: {"code", "module"}}, "order": [names alternated per round], "once": [names measured in
+       the first round only], "points": [{"name", "judge": spec} | {"name", "io": [stdin, ...]}], "rounds": int,
+       "max_rounds": int, "graded_rounds": int, "agree": float, "full": float, "total_s": cap of the measurement}
+After `rounds` rounds, more are run (up to `max_rounds`) unless every per-round ratio of the two programs in
+"order" at the first point is at most `full` (the ratio the host scores as 1): at least `graded_rounds`, and until
+each program has a second run within a factor 1 + agree (or 0.5 ms) of its lowest, so that one run hit by a burst
+of interference decides nothing.
+result = {"status": "ok" | "timeout", "runs": [{"program", "point", "round", "status", "passed", "cases",
+          "digests", "cpu_ms", "peak_memory_kb", "wall_ms"}]}
+"""
+
+from __future__ import annotations
+
+import time
+
+MAX_ROUNDS = 15
+
+
+def measure_job(runner, job: dict, limits: dict) -> dict:
+    programs = job["programs"]
+    order = [p for p in job.get("order", []) if p in programs]
+    once = [p for p in job.get("once", []) if p in programs]
+    rounds = max(1, min(int(job.get("rounds", 3)), MAX_ROUNDS))
+    max_rounds = max(rounds, min(int(job.get("max_rounds", rounds)), MAX_ROUNDS))
+    agree = float(job.get("agree", 0.1))
+    full = float(job.get("full", 0.0))
+    graded_rounds = int(job.get("graded_rounds", rounds))
+    deadline = time.monotonic() + float(job.get("total_s", limits["total_s"]))
+    runs: list[dict] = []
+    for rnd in range(max_rounds):
+        if rnd >= rounds and _settled(runs, order, job["points"][0]["name"], agree, full, graded_rounds):
+            break
+        # Alternate who goes first, so that neither program always runs right after the other's clean-up.
+        names = order if rnd % 2 == 0 else order[::-1]
+        for i, point in enumerate(job["points"]):
+            for name in names + (once if rnd == 0 and i == 0 else []):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return {"status": "timeout", "error": "the measurement exceeded its time cap", "runs": runs}
+                run = _measure_one(runner, programs[name], point, {**limits, "total_s": min(left, limits["total_s"])})
+                if run is None:
+                    return {"status": "sandbox_error", "error": "a job process survived clean-up", "runs": runs}
+                spec_error = run.pop("spec_error")
+                if spec_error and name not in once:  # the no-op may break a set-up that uses the program's names
+                    return {"status": "ok", "spec_error": spec_error, "runs": runs}
+                runs.append({"program": name, "point": point["name"], "round": rnd, **run})
+    return {"status": "ok", "runs": runs}
+
+
+def _settled(runs: list[dict], order: list[str], point: str, agree: float, full: float, graded_rounds: int) -> bool:
+    """Enough rounds: at the first point every per-round ratio is at most `full` (all score the same), or there
+    were `graded_rounds` rounds and each program's lowest run is confirmed by a second one within a factor
+    1 + agree (or 0.5 ms)."""
+    if len(order) != 2:
+        return True
+    cpu = {(r["program"], r["round"]): r["cpu_ms"] for r in runs if r["point"] == point}
+    s = sorted(cpu[(order[0], k)] / max(cpu[(order[1], k)], 0.1) for k in {r for _, r in cpu}
+               if (order[0], k) in cpu and (order[1], k) in cpu)
+    if len(s) < 2:
+        return False
+    if s[-1] <= full:
+        return True
+    if len(s) < graded_rounds:
+        return False
+    for name in order:  # each program's lowest run is confirmed by a second one within `agree` (or 0.5 ms)
+        own = sorted(c for (p, _), c in cpu.items() if p == name)
+        if own[1] > own[0] * (1 + agree) and own[1] - own[0] > 0.5:
+            return False
+    return True
+
+
+def _measure_one(runner, program: dict, point: dict, limits: dict) -> dict | None:
+    runner.orphan_cpu_ms, runner.orphan_maxrss_kb = 0.0, 0
+    started = time.monotonic()
+    if "judge" in point:
+        res = runner.judge_job({"candidate": program, "judge": point["judge"]}, limits)
+        cases = [e for e in res.get("events", []) if e.get("event") == "case"]
+        load = next((e for e in res.get("events", []) if e.get("event") == "load"), {})
+        passed = bool(cases) and bool(load.get("ok")) and all(c.get("passed") for c in cases)
+        digests = [str(e.get("digest")) for e in res.get("events", []) if e.get("event") == "digest"]
+        cpu, peak, status = res.get("cpu_ms", 0.0), res.get("peak_memory_kb", 0), res.get("status")
+        spec_error = res.get("spec_error")
+    else:
+        cpu, peak, status, passed, digests, cases, spec_error = 0.0, 0, "ok", True, [], point["io"], None
+        for stdin in point["io"]:
+            res = runner.run_job({"program": {"code": program["code"], "filename": "solution.py"}, "stdin": stdin},
+                                 limits, runner.zygote)
+            cpu += res.get("cpu_ms", 0.0)
+            peak = max(peak, res.get("peak_memory_kb", 0))
+            if res.get("status") != "ok":
+                status, passed = res.get("status"), False
+            if not _clean(runner):
+                return None
+    if not _clean(runner):  # kills what is left; the runner reaps the orphans and keeps their rusage
+        return None
+    return {"spec_error": spec_error, "status": status, "passed": passed, "cases": len(cases), "digests": digests,
+            "cpu_ms": cpu + runner.orphan_cpu_ms, "peak_memory_kb": max(peak, runner.orphan_maxrss_kb),
+            "wall_ms": (time.monotonic() - started) * 1000.0}
+
+
+def _clean(runner) -> bool:
+    clean = runner.after_job()
+    runner.reap()
+    runner.used_uids.clear()
+    return clean
