@@ -17,6 +17,7 @@ from graders.pass_rate import pass_rate
 from graders.quality import QualityGrader, QualityReport
 from graders.tests import job_limits, run_tests
 from sandboxes import Job, SandboxPool, Status
+from sandboxes.builds import Builder
 from sandboxes.backends.base import runner_digest
 
 from . import __version__
@@ -41,6 +42,7 @@ class Scorer:
         # Everything a replay must match: service and in-sandbox code, and the seed jobs run with (PYTHONHASHSEED).
         self.versions = {"rewardbox": __version__, "runner": runner_digest(), "python_hash_seed": "0"}
         self.quality = QualityGrader(pool, settings.lint_cache_size)
+        self.builder = Builder(pool)  # compiled artefacts of the non-Python languages, by source hash
         self._baseline_kb: int | None = None
         self._baseline_lock = asyncio.Lock()
 
@@ -75,7 +77,8 @@ class Scorer:
         weights = weights_for(item.profile, item.weights)
         needed = components_needed(item.profile, weights)
         limits = job_limits(item.limits.timeout_s, item.limits.memory_mb, self.settings.max_item_s)
-        tests_task = run_tests(self.pool, item.code, item.tests, limits)
+        tests_task = run_tests(self.pool, item.code, item.tests, limits, item.language, self.builder,
+                               item.limits.compile_timeout_s)
         if "quality" in needed and item.language == "python":
             outcome, quality = await asyncio.gather(tests_task, self.quality.grade(item.code))
         else:
@@ -115,7 +118,8 @@ class Scorer:
             return EfficiencyReport(None, reason="measured only for programs that pass every test")
         baseline = await self.baseline_kb()
         if item.reference_code:
-            ref = await run_tests(self.pool, item.reference_code, item.tests, limits)
+            ref = await run_tests(self.pool, item.reference_code, item.tests, limits, item.language, self.builder,
+                                  item.limits.compile_timeout_s)
             if ref.status == "infra_error":
                 return EfficiencyReport(None, reason="sandbox error")
             return against_reference(outcome, ref, baseline)

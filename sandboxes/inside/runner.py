@@ -752,8 +752,11 @@ class CandidateSlot:
         rep_r, rep_w = os.pipe()
         self.proc = Proc(self.runner, self.runner.zygote, self.runner.cand_uid,
                          self.runner.dirs[self.runner.cand_uid], self.limits)
-        program = {"host": True, "code": self.candidate["code"], "module": self.candidate.get("module", "solution")}
-        self.proc.start(program, "", None, None, extra_fds=(req_r, rep_w))
+        # Python candidates load in a forked interpreter; other languages exec their own host (candidate_host.js)
+        # with the candidate's files, speaking the same protocol on fds 3 and 4.
+        program = self.candidate.get("program") or {"host": True, "code": self.candidate["code"],
+                                                    "module": self.candidate.get("module", "solution")}
+        self.proc.start(program, "", self.candidate.get("files"), self.candidate.get("env"), extra_fds=(req_r, rep_w))
         self.pid = self.proc.pid
         return req_w, rep_r
 
