@@ -17,8 +17,8 @@ from graders.pass_rate import pass_rate
 from graders.quality import QualityGrader, QualityReport
 from graders.tests import job_limits, run_tests
 from sandboxes import Job, SandboxPool, Status
-from sandboxes.builds import Builder
 from sandboxes.backends.base import runner_digest
+from sandboxes.builds import Builder
 
 from . import __version__
 from .config import Settings

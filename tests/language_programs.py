@@ -91,7 +91,9 @@ fn main() {
 """,
     "javascript": """const n = parseInt(require("fs").readFileSync(0, "utf8").trim(), 10);
 const out = [];
-for (let i = 1; i <= n; i++) out.push(i % 15 === 0 ? "FizzBuzz" : i % 3 === 0 ? "Fizz" : i % 5 === 0 ? "Buzz" : String(i));
+for (let i = 1; i <= n; i++) {
+  out.push(i % 15 === 0 ? "FizzBuzz" : i % 3 === 0 ? "Fizz" : i % 5 === 0 ? "Buzz" : String(i));
+}
 console.log(out.join("\\n"));
 """,
     "typescript": """import * as fs from "fs";
@@ -138,7 +140,8 @@ LOOP = {
     "cpp": "int main() { volatile unsigned long i = 0; for (;;) i++; }\n",
     "java": "public class Main { public static void main(String[] a) { long i = 0; while (true) i++; } }\n",
     "go": "package main\n\nfunc main() {\n\ti := 0\n\tfor {\n\t\ti++\n\t}\n}\n",
-    "rust": "fn main() {\n    let mut i: u64 = 1;\n    while i != 0 { i = i.wrapping_mul(6364136223846793005).wrapping_add(1) | 1; }\n"
+    "rust": "fn main() {\n    let mut i: u64 = 1;\n"
+            "    while i != 0 { i = i.wrapping_mul(6364136223846793005).wrapping_add(1) | 1; }\n"
             "    println!(\"{}\", i);\n}\n",
     "javascript": "let i = 0; for (;;) i++;\n",
     "typescript": "let i: number = 0; for (;;) i++;\n",
