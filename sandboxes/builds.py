@@ -121,7 +121,7 @@ def from_compile_result(result: Result, job: Job) -> Build:
         report = json.loads(result.stdout)
     except ValueError:
         return Build("infra_error", diagnostics="compile report unreadable: " + result.stderr[-500:], compile_ms=ms)
-    diagnostics = str(report.get("diagnostics") or "")[:DIAGNOSTICS_IN_RESULT]
+    diagnostics = summarise(str(report.get("diagnostics") or ""))
     if report.get("ok"):
         return Build("ok", files=dict(report.get("files") or {}), diagnostics=diagnostics, compile_ms=ms)
     # A compiler that died on a signal or on our CPU limit ran out of resources, not into a compile error.
@@ -132,3 +132,13 @@ def from_compile_result(result: Result, job: Job) -> Build:
         return Build("memory_limit", diagnostics=diagnostics, compile_ms=ms)
     return Build("syntax_error", diagnostics=diagnostics, compile_ms=ms)
 
+
+
+def summarise(diagnostics: str, cap: int = DIAGNOSTICS_IN_RESULT) -> str:
+    """The compiler's message, capped; when it is too long, the lines that say "error" come first (an include
+    chain or a template backtrace would otherwise push the error itself out)."""
+    if len(diagnostics) <= cap:
+        return diagnostics
+    lines = diagnostics.splitlines()
+    errors = [line for line in lines if "error" in line.lower()]
+    return "\n".join(errors + ["..."] + [line for line in lines if line not in errors])[:cap]
