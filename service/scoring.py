@@ -29,6 +29,7 @@ from .store import RolloutStore
 
 log = logging.getLogger("rewardbox.scoring")
 OUTPUT_IN_RESPONSE = 8192
+LINTED_LANGUAGES = ("python", "javascript", "typescript")  # quality is null for the others
 
 
 class Scorer:
@@ -79,8 +80,8 @@ class Scorer:
         limits = job_limits(item.limits.timeout_s, item.limits.memory_mb, self.settings.max_item_s)
         tests_task = run_tests(self.pool, item.code, item.tests, limits, item.language, self.builder,
                                item.limits.compile_timeout_s)
-        if "quality" in needed and item.language == "python":
-            outcome, quality = await asyncio.gather(tests_task, self.quality.grade(item.code))
+        if "quality" in needed and item.language in LINTED_LANGUAGES:
+            outcome, quality = await asyncio.gather(tests_task, self.quality.grade(item.code, item.language))
         else:
             outcome, quality = await tests_task, None
         timings = {"tests_ms": (time.perf_counter() - started) * 1000}

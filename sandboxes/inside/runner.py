@@ -287,6 +287,10 @@ class Runner:
         os.makedirs(judge_home, mode=0o700, exist_ok=True)
         os.chmod(judge_home, 0o700)  # before chown: without CAP_FOWNER root cannot chmod what it gave away
         os.chown(judge_home, self.judge_uid, self.judge_uid)
+        import node_lint  # JavaScript/TypeScript quality: a warm eslint under its own uid, started on first use
+
+        self.node_linter = node_lint.NodeLinter(uid_base + 3, os.path.join(SCRATCH, "l"), enter_job, place_fds,
+                                                job_env)
         self.zygote = self._start_zygote()
         self.lint_zygote = self._start_zygote()
         # The lint zygote imports and exercises pylint now (~1 s), while the runner finishes starting up.
@@ -389,6 +393,8 @@ class Runner:
         self.jobs_done += 1
         if op == "run":
             return self.run_job(job, limits, self.zygote)
+        if op == "lint" and job.get("language", "python") != "python":
+            return self.node_linter.lint(job["code"], job["language"], float(limits["wall_s"]))
         if op == "lint":
             if not self.lint_warm:
                 self.handle(conn, {"op": "warm_lint"})
