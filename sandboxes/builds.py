@@ -88,7 +88,7 @@ class Builder:
         try:
             build = from_compile_result(await self.pool.run(job), job)
             self.compiles += 1
-            if build.status != "infra_error":
+            if build.status in ("ok", "syntax_error"):  # resource failures can depend on the machine's load
                 self._store(key, build)
             future.set_result(build)
         except BaseException as e:
