@@ -21,7 +21,7 @@ from .types import Job, Limits
 INSIDE = "/opt/rewardbox"
 NODE_MODULES = "/usr/local/lib/rewardbox-node/node_modules"
 OUT = "out"  # compile output directory (relative to the job's working directory)
-ARTEFACT_CAP = 48 << 20
+ARTEFACT_CAP = 32 << 20  # base64 in the compile report must fit one 64 MiB frame of the runner's protocol
 # Runs a compiled binary: files written into the job dir are not executable (umask 077, no mode on the wire).
 RUN_BINARY = ("/bin/sh", "-c", "chmod u+x ./main && exec ./main")
 JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-Xshare:auto",
@@ -51,7 +51,7 @@ class Language:
         argv = [a.format(src=src, main=java_main_class(code)) for a in self.compile_argv or ()]
         mem = (memory_mb or self.compile_memory_mb) + self.compile_headroom_mb
         limits = Limits(wall_s=timeout_s, total_s=timeout_s, cpu_s=timeout_s, memory_mb=mem,
-                        output_bytes=ARTEFACT_CAP * 2, file_size_mb=ARTEFACT_CAP >> 20, nofile=256, nproc=64)
+                        output_bytes=ARTEFACT_CAP * 3 // 2, file_size_mb=ARTEFACT_CAP >> 20, nofile=256, nproc=64)
         program = {"argv": ["/usr/bin/python3", "-S", f"{INSIDE}/compile.py", OUT, str(ARTEFACT_CAP), "--", *argv]}
         return Job("run", program=program, files={src: code}, env=self.env or None, limits=limits)
 
