@@ -47,16 +47,18 @@ class Builder:
         self._bytes = 0
         self._inflight: dict[str, asyncio.Future[Build]] = {}
         self._versions: dict[str, str] = {}
+        self._version_locks: dict[str, asyncio.Lock] = {}
         self.compiles = 0
         self.hits = 0
 
     async def toolchain_version(self, lang: Language) -> str | None:
-        """What the sandbox's toolchain says it is (asked once per language)."""
-        if lang.name not in self._versions:
-            result = await self.pool.run(lang.version_job())
-            if result.status != Status.OK:
-                return None
-            self._versions[lang.name] = (result.stdout + result.stderr).strip().splitlines()[0][:200]
+        """What the sandbox's toolchain says it is (asked once per language; concurrent callers wait for it)."""
+        async with self._version_locks.setdefault(lang.name, asyncio.Lock()):
+            if lang.name not in self._versions:
+                result = await self.pool.run(lang.version_job())
+                if result.status != Status.OK:
+                    return None
+                self._versions[lang.name] = (result.stdout + result.stderr).strip().splitlines()[0][:200]
         return self._versions[lang.name]
 
     def key(self, lang: Language, version: str, code: str, job: Job) -> str:

@@ -51,7 +51,7 @@ class Language:
         argv = [a.format(src=src, main=java_main_class(code)) for a in self.compile_argv or ()]
         mem = (memory_mb or self.compile_memory_mb) + self.compile_headroom_mb
         limits = Limits(wall_s=timeout_s, total_s=timeout_s, cpu_s=timeout_s, memory_mb=mem,
-                        output_bytes=ARTEFACT_CAP * 3 // 2, file_size_mb=ARTEFACT_CAP >> 20, nofile=256, nproc=64)
+                        output_bytes=ARTEFACT_CAP * 3 // 2, file_size_mb=ARTEFACT_CAP >> 20, nofile=256, nproc=128)
         program = {"argv": ["/usr/bin/python3", "-S", f"{INSIDE}/compile.py", OUT, str(ARTEFACT_CAP), "--", *argv]}
         return Job("run", program=program, files={src: code}, env=self.env or None, limits=limits)
 
@@ -69,7 +69,9 @@ class Language:
             return limits
         from dataclasses import replace
 
-        return replace(limits, memory_mb=limits.memory_mb + self.as_headroom_mb, nofile=max(limits.nofile, 256))
+        # VMs start a dozen threads, and RLIMIT_NPROC counts threads; the sandbox's pids limit still caps the total.
+        return replace(limits, memory_mb=limits.memory_mb + self.as_headroom_mb, nofile=max(limits.nofile, 256),
+                       nproc=max(limits.nproc, 128))
 
     def run_job(self, code: str, artefacts: dict[str, str], stdin: str, limits: Limits) -> Job:
         env = {**self.env, **({"GOMEMLIMIT": f"{limits.memory_mb}MiB"} if self.name == "go" else {})}
