@@ -14,6 +14,8 @@ process boundary. What a candidate could do to fake a pass, and what stops it:
 - shadow the tests' macros (`macro_rules! assert_eq`) or the names they use (`struct String`, `fn Some`) through
   `use super::*`: the tests' assertion macros are rewritten to `::std::` paths, and candidate items named like a
   prelude or primitive name are rejected.
+- return a type of its own whose hand-written `PartialEq`/`PartialOrd`/operator impl always agrees: naming those
+  traits outside `#[derive(...)]` is rejected (none of the 180 HumanEval-Rust canonical solutions does).
 Residual risk: a candidate that exploits a soundness bug of rustc itself (safe code reaching undefined
 behaviour, e.g. rust-lang/rust#25860) could still corrupt the harness; these need deliberate, version-specific
 exploit code.
@@ -47,6 +49,16 @@ PRELUDE_NAMES = {
     "HashMap", "HashSet", "BTreeMap", "BTreeSet", "VecDeque", "BinaryHeap",
     "assert", "assert_eq", "assert_ne", "vec", "panic", "format", "matches", "println", "print", "write", "writeln",
 }
+# A candidate type whose hand-written comparison or operator lies (`impl PartialEq<i32> for Fake { ... true }`,
+# `impl Sub<f64> for Fake`, even `impl PartialEq<Fake> for i32`) would pass the tests' asserts. Rust cannot build an
+# identifier from parts, so an impl of these traits must name them: any mention outside `#[derive(...)]` (derived
+# impls compare structurally, and only with the same type) is refused.
+LYING_TRAITS = {
+    "PartialEq", "PartialOrd", "Eq", "Ord", "Add", "Sub", "Mul", "Div", "Rem", "Neg", "Not", "BitAnd", "BitOr",
+    "BitXor", "Shl", "Shr", "AddAssign", "SubAssign", "MulAssign", "DivAssign", "RemAssign", "Index", "IndexMut",
+    "Deref", "DerefMut", "Fn", "FnMut", "FnOnce",
+}
+DERIVE = re.compile(r"#\s*\[\s*derive\s*\([^)]*\)\s*\]")
 ITEM_NAME = re.compile(r"\b(?:fn|struct|enum|union|type|trait|mod|const|static|macro_rules\s*!)\s+(?:r#)?(\w+)")
 ASSERT_MACROS = re.compile(r"(?<![\w:])(assert|assert_eq|assert_ne|debug_assert|debug_assert_eq|debug_assert_ne|"
                            r"panic|vec|format|matches|unreachable|unimplemented|todo)\s*!")
@@ -99,6 +111,8 @@ def forbidden_constructs(code: str) -> list[str]:
     bare = strip_comments_and_strings(code)
     idents = set(re.findall(r"(?:r#)?([A-Za-z_]\w*)", bare))
     found = sorted(idents & FORBIDDEN_IDENTS)
+    traits = set(re.findall(r"(?:r#)?([A-Za-z_]\w*)", DERIVE.sub(" ", bare))) & LYING_TRAITS
+    found += sorted(f"names {name} outside #[derive]" for name in traits)
     found += sorted(f"defines {name}" for name in set(ITEM_NAME.findall(bare)) & PRELUDE_NAMES)
     return found
 

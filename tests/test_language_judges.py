@@ -130,6 +130,11 @@ async def test_rust_hacks_pass_nothing(pool, builder, hack):
     "#[derive(Debug)]\nstruct i32;\nimpl PartialEq for i32 { fn eq(&self, _: &Self) -> bool { true } }\n"
     "fn add(a: i32, b: i32) -> i32 { i32 }\n",
     'fn add(a: i32, b: i32) -> i32 { include_str!("/etc/passwd").len() as i32 }\n',
+    # a type of its own whose comparison always agrees, directly and through a macro
+    "#[derive(Debug)]\nstruct Fake;\nimpl PartialEq<i32> for Fake { fn eq(&self, _: &i32) -> bool { true } }\n"
+    "fn add(a: i32, b: i32) -> Fake { Fake }\n",
+    "#[derive(Debug)]\nstruct Fake;\nmacro_rules! lie { ($t:ident) => { impl $t<i32> for Fake {"
+    " fn eq(&self, _: &i32) -> bool { true } } } }\nlie!(PartialEq);\nfn add(a: i32, b: i32) -> Fake { Fake }\n",
 ])
 async def test_rust_constructs_that_could_fake_a_pass_are_refused_before_compiling(pool, builder, hack):
     outcome = await judge(pool, builder, "rust", hack, RUST_TESTS)
