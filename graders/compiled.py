@@ -16,7 +16,7 @@ from typing import Any
 
 from sandboxes import Job, Limits, Result, SandboxPool, Status
 from sandboxes.builds import Build, Builder
-from sandboxes.languages import INSIDE, LANGUAGES, Language
+from sandboxes.languages import INSIDE, LANGUAGES, NODE_STACK, Language
 
 from .outcome import Outcome, Verdict
 from .tests import _from_runs, from_judge
@@ -75,7 +75,7 @@ async def run_language_tests(pool: SandboxPool, builder: Builder, language: str,
 async def _judge_function(pool: SandboxPool, lang: Language, code: str, build: Build, tests: Any,
                           limits: Limits) -> Outcome:
     files = lang.run_files(code, build.files)
-    candidate = {"program": {"argv": ["node", "--stack-size=8192", f"--max-old-space-size={limits.memory_mb}",
+    candidate = {"program": {"argv": ["node", NODE_STACK, f"--max-old-space-size={limits.memory_mb}",
                                       f"{INSIDE}/candidate_host.js", "solution.js"]},
                  "files": files}
     spec = tests.model_dump(exclude_none=True)

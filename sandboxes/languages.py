@@ -14,7 +14,7 @@ reported as memory_limit; the sandbox's memory cgroup stays the hard backstop.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .types import Job, Limits
 
@@ -24,6 +24,8 @@ OUT = "out"  # compile output directory (relative to the job's working directory
 ARTEFACT_CAP = 32 << 20  # base64 in the compile report must fit one 64 MiB frame of the runner's protocol
 # Runs a compiled binary: files written into the job dir are not executable (umask 077, no mode on the wire).
 RUN_BINARY = ("/bin/sh", "-c", "chmod u+x ./main && exec ./main")
+# V8's stack in KiB: deep recursion gets a RangeError well before the thread's 8 MiB stack would overflow.
+NODE_STACK = "--stack-size=4096"
 JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-Xshare:auto",
              "-XX:ReservedCodeCacheSize=64m", "-XX:CompressedClassSpaceSize=64m", "-XX:MaxMetaspaceSize=192m")
 
@@ -32,7 +34,7 @@ JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", 
 class Language:
     name: str
     source: str  # file name of the program in the job directory
-    compile_argv: tuple[str, ...] | None  # compiler command ({src}); None: interpreted, checked by check_argv
+    compile_argv: tuple[str, ...]  # compiler, or syntax checker for interpreted languages ({src}: the source)
     run_argv: tuple[str, ...]  # ({mem}: the item's memory limit in MiB, {main}: Java's main class)
     version_argv: tuple[str, ...]  # prints the toolchain version (part of the compile cache key)
     compile_memory_mb: int = 1024  # RLIMIT_AS of the compile job (+ as_headroom_mb for VM compilers)
@@ -48,7 +50,7 @@ class Language:
 
     def compile_job(self, code: str, timeout_s: float, memory_mb: int | None = None) -> Job:
         src = self.source_name(code)
-        argv = [a.format(src=src, main=java_main_class(code)) for a in self.compile_argv or ()]
+        argv = [a.format(src=src, main=java_main_class(code)) for a in self.compile_argv]
         mem = (memory_mb or self.compile_memory_mb) + self.compile_headroom_mb
         limits = Limits(wall_s=timeout_s, total_s=timeout_s, cpu_s=timeout_s, memory_mb=mem,
                         output_bytes=ARTEFACT_CAP * 3 // 2, file_size_mb=ARTEFACT_CAP >> 20, nofile=256, nproc=128)
@@ -67,8 +69,6 @@ class Language:
     def run_limits(self, limits: Limits) -> Limits:
         if not self.as_headroom_mb:
             return limits
-        from dataclasses import replace
-
         # VMs start a dozen threads, and RLIMIT_NPROC counts threads; the sandbox's pids limit still caps the total.
         return replace(limits, memory_mb=limits.memory_mb + self.as_headroom_mb, nofile=max(limits.nofile, 256),
                        nproc=max(limits.nproc, 128))
@@ -82,7 +82,7 @@ class Language:
     def version_job(self) -> Job:
         return Job("run", program={"argv": list(self.version_argv)}, env=self.env or None,
                    limits=Limits(wall_s=30, total_s=30, cpu_s=30, memory_mb=self.compile_memory_mb
-                                 + self.compile_headroom_mb, nofile=256))
+                                 + self.compile_headroom_mb, nofile=256, nproc=128))
 
 
 _JAVA_PUBLIC_CLASS = re.compile(r"^\s*public\s+(?:(?:final|abstract|static)\s+)*class\s+([A-Za-z_$][\w$]*)", re.M)
@@ -94,7 +94,6 @@ def java_main_class(code: str) -> str:
     return m.group(1) if m else "Main"
 
 
-_NATIVE = {"compile_memory_mb": 1024}
 # glibc gives each thread a malloc arena of up to 64 MiB of address space: VMs start many threads.
 _VM_ENV = {"MALLOC_ARENA_MAX": "2"}
 # Go: no -trimpath (the precompiled std would be rebuilt: 14 s instead of 0.45 s); cgo off, no network.
@@ -104,9 +103,9 @@ LANGUAGES: dict[str, Language] = {
     lang.name: lang
     for lang in (
         Language("c", "main.c", ("gcc", "-std=gnu17", "-O2", "-pipe", "-o", f"{OUT}/main", "{src}", "-lm"),
-                 RUN_BINARY, ("gcc", "--version"), **_NATIVE),
+                 RUN_BINARY, ("gcc", "--version")),
         Language("cpp", "main.cpp", ("g++", "-std=gnu++17", "-O2", "-pipe", "-o", f"{OUT}/main", "{src}"),
-                 RUN_BINARY, ("g++", "--version"), **_NATIVE),
+                 RUN_BINARY, ("g++", "--version")),
         Language("rust", "main.rs", ("rustc", "--edition", "2021", "-O", "-C", "strip=symbols", "-o", f"{OUT}/main",
                                      "{src}"), RUN_BINARY, ("rustc", "--version"), compile_memory_mb=2048),
         Language("go", "main.go", ("go", "build", "-ldflags=-s -w", "-o", f"{OUT}/main", "{src}"),
@@ -117,11 +116,11 @@ LANGUAGES: dict[str, Language] = {
                  ("javac", "-J-Xmx64m", *(f"-J{f}" for f in JVM_FLAGS), "-version"),
                  compile_memory_mb=512, compile_headroom_mb=1536, as_headroom_mb=1536, env=_VM_ENV),
         Language("javascript", "solution.js", ("node", "--check", "{src}"),
-                 ("node", "--max-old-space-size={mem}", "--stack-size=8192", "solution.js"), ("node", "--version"),
+                 ("node", "--max-old-space-size={mem}", NODE_STACK, "solution.js"), ("node", "--version"),
                  compile_memory_mb=256, compile_headroom_mb=1024, as_headroom_mb=1024,
                  runs_source=True),
         Language("typescript", "solution.ts", ("node", f"{INSIDE}/ts_compile.js", "{src}", f"{OUT}/solution.js"),
-                 ("node", "--max-old-space-size={mem}", "--stack-size=8192", "solution.js"),
+                 ("node", "--max-old-space-size={mem}", NODE_STACK, "solution.js"),
                  ("node", "-p", f"'node ' + process.version + ' typescript ' + require('{NODE_MODULES}/typescript')"
                   ".version"), compile_memory_mb=512, compile_headroom_mb=1024, as_headroom_mb=1024),
         Language("bash", "solution.sh", ("bash", "-n", "{src}"), ("bash", "solution.sh"), ("bash", "--version"),
