@@ -90,3 +90,18 @@ async def test_c_memory_hog_ends_as_memory_limit_or_runtime_error_without_reachi
     outcome = await score(pool, builder, "c", code, io(("", "")), job_limits(10, 128, 60))
     assert outcome.status == "memory_limit"
     assert outcome.peak_memory_kb < 160 * 1024
+
+
+@pytest.mark.parametrize("language, code", [
+    ("javascript", "function f(n) { return n === 0 ? 0 : 1 + f(n - 1); }\nconsole.log(f(20000));\n"),
+    ("javascript", "function f(n) { return 1 + f(n + 1); }\nconsole.log(f(0));\n"),
+    ("c", "#include <stdio.h>\nint f(int n);\nint (*volatile g)(int) = f;  /* an opaque call: no loop */\n"
+          "int f(int n) { char buf[1024]; snprintf(buf, sizeof buf, \"%d\", n); return g(n + 1) + buf[0]; }\n"
+          "int main(void) { return f(0); }\n"),
+])
+async def test_deep_recursion_runs_or_fails_as_a_runtime_error_never_a_sandbox_fault(pool, builder, language, code):
+    outcome = await score(pool, builder, language, code, io(("", "20000\n")))
+    if "20000" in code:
+        assert outcome.status == "passed", outcome.stderr
+    else:
+        assert outcome.status == "runtime_error", (outcome.status, outcome.stderr[-300:])
