@@ -140,3 +140,9 @@ async def test_rust_constructs_that_could_fake_a_pass_are_refused_before_compili
     outcome = await judge(pool, builder, "rust", hack, RUST_TESTS)
     assert outcome.pass_rate == 0.0
     assert "rust_forbidden" in outcome.flags
+
+
+async def test_an_exported_typescript_function_is_found(pool, builder):
+    code = "export function add(a: number, b: number): number {\n  return a + b;\n}\n"
+    outcome = await judge(pool, builder, "typescript", code, add_cases())
+    assert outcome.status == "passed", outcome.verdicts
