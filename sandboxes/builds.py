@@ -48,6 +48,9 @@ class Builder:
         self._inflight: dict[str, asyncio.Future[Build]] = {}
         self._versions: dict[str, str] = {}
         self._version_locks: dict[str, asyncio.Lock] = {}
+        # At most pool.size compiles wait in the pool's queue: a batch of many compiled items queues here instead
+        # (no acquire timeout), so run jobs of programs already built are not starved behind hundreds of compiles.
+        self._slots = asyncio.Semaphore(max(1, pool.size))
         self.compiles = 0
         self.hits = 0
 
@@ -88,7 +91,9 @@ class Builder:
         future: asyncio.Future[Build] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
-            build = from_compile_result(await self.pool.run(job), job)
+            async with self._slots:
+                result = await self.pool.run(job)
+            build = from_compile_result(result, job)
             self.compiles += 1
             if build.status in ("ok", "syntax_error"):  # resource failures can depend on the machine's load
                 self._store(key, build)
