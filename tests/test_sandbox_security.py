@@ -731,7 +731,8 @@ async def test_host_files_are_not_reachable_from_a_job(pool: SandboxPool) -> Non
     try:
         paths = [str(p) for p in canaries] + ["/run/rewardbox/canary", "/proc/1/root/etc/shadow",
                                               "/proc/1/environ", "/proc/1/cwd/canary"]
-        limits = Limits(wall_s=6, total_s=6, cpu_s=6, memory_mb=256, output_bytes=1 << 20)
+        # The walk reads every small file of the image (~26,000 entries with the compilers): time for a loaded box.
+        limits = Limits(wall_s=20, total_s=20, cpu_s=20, memory_mb=256, output_bytes=1 << 20)
         job = run_job(HOST_FILES, limits, env={"PATHS": json.dumps(paths)})
         result, elapsed = await run_timed(pool, job)
     finally:
