@@ -6,6 +6,10 @@ pylint runs with its default checks (minus missing-module-docstring) and its own
 10 - 10 * (5 * errors + warnings + refactors + conventions) / statements, clipped to 0..10. Suppression pragmas
 (`# pylint: disable`, `# noqa`, `# type: ignore`) are blanked out before linting, so they cannot raise the score;
 their count is reported. A program that does not parse scores 0. Results are cached by content hash.
+
+JavaScript and TypeScript: eslint's pinned `recommended` config (typescript-eslint's too for TypeScript), run by
+a warm eslint inside the sandbox (sandboxes/inside/eslint_server.js), with inline configuration off, scored like
+pylint: quality = eslint_score / 10, eslint_score = 10 - 10 * problems / statements, clipped to 0..10.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ LINT_LIMITS = Limits(wall_s=20.0, cpu_s=20.0, memory_mb=1024, output_bytes=1 << 
 class QualityReport:
     score: float | None
     pylint_score: float | None = None
+    eslint_score: float | None = None
     maintainability_index: float | None = None
     cyclomatic: list[dict[str, Any]] = field(default_factory=list)
     suppressions: int = 0
@@ -39,6 +44,7 @@ class QualityReport:
     def details(self) -> dict[str, Any]:
         return {
             "pylint_score": self.pylint_score,
+            **({"eslint_score": self.eslint_score} if self.eslint_score is not None else {}),
             "maintainability_index": self.maintainability_index,
             "cyclomatic": self.cyclomatic,
             "suppressions": self.suppressions,
@@ -60,22 +66,22 @@ class QualityGrader:
         self.cache_size = cache_size
         self.hits = 0
 
-    async def grade(self, code: str) -> QualityReport:
-        key = hashlib.sha256(code.encode()).hexdigest()
+    async def grade(self, code: str, language: str = "python") -> QualityReport:
+        key = hashlib.sha256(language.encode() + b"\0" + code.encode()).hexdigest()
         if key in self.cache:
             self.cache.move_to_end(key)
             self.hits += 1
             hit = self.cache[key]
             return QualityReport(**{**hit.__dict__, "cached": True})
-        report = await self._lint(code)
+        report = await self._lint(code, language)
         if report.reason != "sandbox error":
             self.cache[key] = report
             if len(self.cache) > self.cache_size:
                 self.cache.popitem(last=False)
         return report
 
-    async def _lint(self, code: str) -> QualityReport:
-        result = await self.pool.run(Job("lint", program={"code": code}, limits=LINT_LIMITS))
+    async def _lint(self, code: str, language: str) -> QualityReport:
+        result = await self.pool.run(Job("lint", program={"code": code, "language": language}, limits=LINT_LIMITS))
         if result.status != Status.OK:
             return QualityReport(None, reason="sandbox error" if result.status == Status.SANDBOX_ERROR
                                  else f"linter {result.status}")
@@ -87,6 +93,12 @@ class QualityGrader:
             messages = data.get("messages", [])
             return QualityReport(0.0, reason="the program does not parse", messages=messages[:MAX_MESSAGES_IN_RESPONSE],
                                  message_count=int(data.get("message_count", len(messages))))
+        messages = data.get("messages", [])
+        message_count = int(data.get("message_count", len(messages)))
+        if "eslint_score" in data:
+            eslint = float(data["eslint_score"])
+            return QualityReport(round(eslint / 10.0, 6), eslint_score=eslint, suppressions=int(data["suppressions"]),
+                                 messages=messages[:MAX_MESSAGES_IN_RESPONSE], message_count=message_count)
         pylint, mi = float(data["pylint_score"]), float(data["maintainability_index"])
         return QualityReport(
             combine(pylint, mi),
@@ -94,6 +106,6 @@ class QualityGrader:
             maintainability_index=mi,
             cyclomatic=data.get("cyclomatic", []),
             suppressions=int(data.get("suppressions", 0)),
-            messages=data.get("messages", [])[:MAX_MESSAGES_IN_RESPONSE],
-            message_count=int(data.get("message_count", 0)),
+            messages=messages[:MAX_MESSAGES_IN_RESPONSE],
+            message_count=message_count,
         )

@@ -23,8 +23,14 @@ def job_limits(timeout_s: float, memory_mb: int, max_item_s: float) -> Limits:
     return Limits(wall_s=timeout_s, total_s=max_item_s, cpu_s=max(timeout_s, 1.0), memory_mb=memory_mb)
 
 
-async def run_tests(pool: SandboxPool, code: str, tests: Any, limits: Limits) -> Outcome:
-    """tests: a service.models test spec (or None: just run the program once)."""
+async def run_tests(pool: SandboxPool, code: str, tests: Any, limits: Limits, language: str = "python",
+                    builder: Any = None, compile_timeout_s: float = 30.0) -> Outcome:
+    """tests: a service.models test spec (or None: just run the program once). Languages other than Python
+    compile first (builder: a sandboxes.builds.Builder, whose cache the caller keeps)."""
+    if language != "python":
+        from .compiled import run_language_tests
+
+        return await run_language_tests(pool, builder, language, code, tests, limits, compile_timeout_s)
     if tests is None:
         return _from_runs(await asyncio.gather(_run_program(pool, code, "", limits)), None, None)
     if tests.kind == "io":

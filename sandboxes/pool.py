@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import logging
 import os
+import random
 import time
 from dataclasses import dataclass, field
 
@@ -62,7 +63,11 @@ class SandboxPool:
         self._idle: asyncio.Queue[Sandbox] = asyncio.Queue()
         self._all: set[Sandbox] = set()
         self._tasks: set[asyncio.Task] = set()
-        self._uids = itertools.cycle(range(20000, 60000, 10))
+        # RLIMIT_NPROC counts every process and thread of a uid on the whole host, across containers: each pool
+        # starts its uid cycle at a random place, so that pools of other processes rarely share a job uid (a JVM or
+        # Go program's threads would otherwise count against another pool's job).
+        first = random.randrange(4000) * 10
+        self._uids = itertools.cycle([*range(20000 + first, 60000, 10), *range(20000, 20000 + first, 10)])
         self._closed = False
 
     # -- lifecycle

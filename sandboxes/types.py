@@ -44,7 +44,8 @@ class Job:
     op "run": ``program`` is ``{"code": python source}`` (run as __main__ in a forked interpreter) or
     ``{"argv": [...]}`` (exec), with ``stdin`` and optional ``files`` written to the working directory.
     op "judge": ``candidate`` = ``{"code", "module"}`` and ``judge`` = the test spec (see inside/judge.py).
-    op "lint": ``program`` = ``{"code": python source}``; the result's stdout is the linter's JSON.
+    op "lint": ``program`` = ``{"code": source, "language": "python" | "javascript" | "typescript"}``; the
+    result's stdout is the linter's JSON.
     op "measure": ``measure`` = programs, workloads and rounds (see inside/measure.py); the result's ``runs`` hold
     each run's CPU time and peak memory.
     """
@@ -64,6 +65,7 @@ class Job:
         job: dict[str, Any] = {"limits": self.limits.to_wire()}
         if self.op == "lint":
             job["code"] = (self.program or {}).get("code", "")
+            job["language"] = (self.program or {}).get("language", "python")
         elif self.op == "measure":
             job.update(self.measure or {})
         else:

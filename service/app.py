@@ -25,7 +25,9 @@ from .reward import DEFAULT_WEIGHTS
 from .store import RolloutStore
 
 ITEM = TypeAdapter(RewardItem)
-TEST_KINDS = {"python": ["assert", "function", "io", "pytest"]}
+TEST_KINDS = {"python": ["assert", "function", "io", "pytest"], "javascript": ["function", "io"],
+              "typescript": ["function", "io"], "c": ["io"], "cpp": ["io"], "java": ["io"], "go": ["io"],
+              "rust": ["io", "rust_test"], "bash": ["io"]}
 
 
 def create_app(settings: Settings | None = None, pool: SandboxPool | None = None) -> FastAPI:
@@ -86,6 +88,9 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
         """Checks that depend on settings; returns a message naming the field at fault."""
         if item.language not in SUPPORTED_LANGUAGES:
             return f"language: {item.language!r} is not supported; supported: {', '.join(SUPPORTED_LANGUAGES)}"
+        if item.tests is not None and item.tests.kind not in TEST_KINDS[item.language]:
+            return (f"tests.kind: {item.tests.kind!r} is not available for {item.language}; available: "
+                    f"{', '.join(TEST_KINDS[item.language])}")
         if len(item.code.encode()) > settings.max_code_bytes:
             return f"code: longer than {settings.max_code_bytes} bytes"
         if item.limits.timeout_s > settings.max_timeout_s:

@@ -14,6 +14,7 @@ import uuid
 from typing import Any, Protocol
 
 from sandboxes import Job, Result, SandboxPool
+from sandboxes.builds import Builder
 
 from .cache import LocalResultCache, as_hit, cache_key, cacheable, code_versions
 from .config import Settings
@@ -43,6 +44,7 @@ class Executor(Protocol):
     image_id: str
     versions: dict[str, str]
     store: Any
+    builder: Builder  # compiles for /run_code; items compile where they are scored
 
     async def start(self) -> None: ...
 
@@ -72,6 +74,7 @@ class LocalExecutor:
         self.pool, self.settings, self.metrics, self.store = pool, settings, metrics, store
         self.scorer = Scorer(pool, settings)
         self.image_id, self.versions = self.scorer.image_id, self.scorer.versions
+        self.builder = self.scorer.builder
         self.cache = LocalResultCache(settings.result_cache_size, settings.result_cache_ttl_s)
         self.key_versions = code_versions()
         # Items scored at once: two per sandbox keeps every sandbox busy while an item grades or lints.

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-SUPPORTED_LANGUAGES = ("python",)
+SUPPORTED_LANGUAGES = ("python", "javascript", "typescript", "c", "cpp", "java", "go", "rust", "bash")
 PROFILES = ("seed", "gated", "binary", "coderl")
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")
 
@@ -94,12 +94,21 @@ class PytestTests(Strict):
     test_code: str = Field(min_length=1)
 
 
-Tests = Annotated[AssertTests | FunctionTests | IOTests | PytestTests, Field(discriminator="kind")]
+class RustTests(Strict):
+    """A `#[cfg(test)] mod tests { ... #[test] fn ... }` module compiled with the program by `rustc --test`."""
+
+    kind: Literal["rust_test"]
+    test_code: str = Field(min_length=1)
+    entry_point: str | None = None
+
+
+Tests = Annotated[AssertTests | FunctionTests | IOTests | PytestTests | RustTests, Field(discriminator="kind")]
 
 
 class ItemLimits(Strict):
     timeout_s: float = Field(10.0, gt=0, description="wall-clock limit of each test case")
     memory_mb: int = Field(512, ge=32, description="address-space limit of the program")
+    compile_timeout_s: float = Field(30.0, gt=0, le=120, description="wall/CPU limit of the compile step")
 
 
 class Weights(Strict):

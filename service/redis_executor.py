@@ -18,6 +18,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from sandboxes import Job, Result
+from sandboxes.builds import Builder
 
 from .cache import as_hit, cache_key, code_versions
 from .config import Settings
@@ -35,6 +36,8 @@ GIVE_UP_DOWN_S = 10.0  # requests waiting while Redis is unreachable this long a
 class RedisExecutor:
     """The API side: admits items (all of a request or none), waits for their results, answers cache hits itself."""
 
+    size = 16  # /run_code compiles in flight from this API process (Builder's bound); items compile on workers
+
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
         self.settings, self.metrics = settings, metrics
         self.queue = Queue(settings)
@@ -44,6 +47,7 @@ class RedisExecutor:
             settings.redis_url, settings.redis_prefix, settings.redis_retention)
         self.key_versions = code_versions()
         self.image_id, self.versions = "", {}
+        self.builder = Builder(self)
         self._waiting: dict[str, list[asyncio.Future[dict]]] = {}
         self._early: dict[str, tuple[float, dict]] = {}  # replies that came before their waiter registered
         self._epoch_of: dict[str, str] = {}  # our jobs -> the Redis epoch they were enqueued in

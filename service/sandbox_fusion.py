@@ -4,7 +4,9 @@ SandboxFusion clients work by changing a URL. Request and response follow Sandbo
 memory) comes in an extra `rewardbox` field that old clients ignore.
 
 Statuses: `Success` when the program exits 0 within limits; `Failed` when it does not (non-zero exit, time, memory
-or output limit); `SandboxError` only for our own faults. Python only for now (`/v1/info` lists languages).
+or output limit); `SandboxError` only for our own faults. Languages: SandboxFusion's names python, cpp, nodejs,
+go, java, rust, bash, typescript (and c, javascript); compiled ones report `compile_result`, and a compile error
+is `Failed` with the compiler's message in `compile_result.stderr` and no `run_result`.
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, Field
 
 from sandboxes import Job, Limits, Result, Status
+from sandboxes.builds import Build
+from sandboxes.languages import LANGUAGES
 
 from .models import SUPPORTED_LANGUAGES
 
 router = APIRouter()
-LANGUAGE_ALIASES = {"python": "python", "python3": "python"}
+LANGUAGE_ALIASES = {"python": "python", "python3": "python", "cpp": "cpp", "c": "c", "nodejs": "javascript",
+                    "javascript": "javascript", "typescript": "typescript", "go": "go", "java": "java",
+                    "rust": "rust", "bash": "bash"}
 DEFAULT_MEMORY_MB = 512
 RUN_STATUS = {Status.OK: "Finished", Status.RUNTIME_ERROR: "Finished", Status.KILLED: "Finished",
               Status.TIMEOUT: "TimeLimitExceeded"}
@@ -67,7 +73,8 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
     if language not in SUPPORTED_LANGUAGES:
         raise HTTPException(400, detail=[{"loc": ["body", "language"], "supported": list(LANGUAGE_ALIASES),
                                           "msg": f"language {req.language!r} is not supported"}])
-    settings = request.app.state.executor.settings
+    executor = request.app.state.executor
+    settings = executor.settings
     files = {}
     for path, content in req.files.items():
         if not _safe_path(path):
@@ -79,10 +86,31 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
     memory = DEFAULT_MEMORY_MB if req.memory_limit_MB <= 0 else min(req.memory_limit_MB, settings.max_memory_mb)
     timeout = min(req.run_timeout, settings.max_timeout_s)
     limits = Limits(wall_s=timeout, cpu_s=timeout, memory_mb=memory)
-    job = Job("run", program={"code": req.code, "filename": "main.py"}, stdin=req.stdin or "", files=files or None,
-              fetch_files=[p for p in req.fetch_files if _safe_path(p)] or None, limits=limits)
-    result = await request.app.state.executor.run(job)
-    return to_response(result)
+    fetch = [p for p in req.fetch_files if _safe_path(p)] or None
+    if language == "python":
+        job = Job("run", program={"code": req.code, "filename": "main.py"}, stdin=req.stdin or "",
+                  files=files or None, fetch_files=fetch, limits=limits)
+        return to_response(await executor.run(job))
+    lang = LANGUAGES[language]
+    build = await executor.builder.build(lang, req.code, min(req.compile_timeout, settings.max_item_s))
+    compiled = _compile_result(build)
+    if build.status == "infra_error":
+        return RunCodeResponse(status="SandboxError", message=build.diagnostics)
+    if not build.ok:
+        return RunCodeResponse(status="Failed", message="compile error" if build.status == "syntax_error"
+                               else build.diagnostics, compile_result=compiled, rewardbox={"status": build.status})
+    job = lang.run_job(req.code, build.files, req.stdin or "", limits)
+    job = Job("run", program=job.program, stdin=job.stdin, files={**(files or {}), **(job.files or {})},
+              env=job.env, fetch_files=fetch, limits=job.limits)
+    response = to_response(await executor.run(job))
+    response.compile_result = compiled
+    return response
+
+
+def _compile_result(build: Build) -> CommandRunResult:
+    return CommandRunResult(status="TimeLimitExceeded" if build.status == "timeout" else "Finished",
+                            execution_time=build.compile_ms / 1000.0, return_code=0 if build.ok else 1,
+                            stdout="", stderr=build.diagnostics)
 
 
 def to_response(result: Result) -> RunCodeResponse:

@@ -19,6 +19,7 @@ from graders.quality import QualityGrader, QualityReport
 from graders.tests import job_limits, run_tests
 from sandboxes import Job, SandboxPool, Status
 from sandboxes.backends.base import runner_digest
+from sandboxes.builds import Builder
 
 from . import __version__
 from .config import Settings
@@ -29,6 +30,7 @@ from .store import RolloutStore
 
 log = logging.getLogger("rewardbox.scoring")
 OUTPUT_IN_RESPONSE = 8192
+LINTED_LANGUAGES = ("python", "javascript", "typescript")  # quality is null for the others
 
 
 class Scorer:
@@ -43,6 +45,7 @@ class Scorer:
         self.versions = {"rewardbox": __version__, "runner": runner_digest(), "python_hash_seed": "0"}
         self.quality = QualityGrader(pool, settings.lint_cache_size)
         self.efficiency = EfficiencyGrader(pool)
+        self.builder = Builder(pool)  # compiled artefacts of the non-Python languages, by source hash
         self._baseline_kb: int | None = None
         self._baseline_lock = asyncio.Lock()
 
@@ -77,9 +80,10 @@ class Scorer:
         weights = weights_for(item.profile, item.weights)
         needed = components_needed(item.profile, weights)
         limits = job_limits(item.limits.timeout_s, item.limits.memory_mb, self.settings.max_item_s)
-        tests_task = run_tests(self.pool, item.code, item.tests, limits)
-        if "quality" in needed and item.language == "python":
-            outcome, quality = await asyncio.gather(tests_task, self.quality.grade(item.code))
+        tests_task = run_tests(self.pool, item.code, item.tests, limits, item.language, self.builder,
+                               item.limits.compile_timeout_s)
+        if "quality" in needed and item.language in LINTED_LANGUAGES:
+            outcome, quality = await asyncio.gather(tests_task, self.quality.grade(item.code, item.language))
         else:
             outcome, quality = await tests_task, None
         timings = {"tests_ms": (time.perf_counter() - started) * 1000}
@@ -115,6 +119,9 @@ class Scorer:
     async def _efficiency(self, item: RewardItem, outcome: Outcome, limits) -> EfficiencyReport:
         if not outcome.all_passed:
             return EfficiencyReport(None, reason="measured only for programs that pass every test")
+        if item.language != "python":
+            # The measuring job alternates Python programs; compiled artefacts are not wired into it yet.
+            return EfficiencyReport(None, reason=f"efficiency is not measured for {item.language} yet")
         # One measuring job: candidate and reference alternate in one sandbox (see graders/efficiency_measure.py).
         return await self.efficiency.grade(item.code, item.reference_code, item.tests, limits,
                                            item.limits.timeout_s, item.limits.memory_mb)

@@ -222,7 +222,7 @@ def test_health_readiness_and_info(api):
     assert api.get("/healthz").json() == {"ok": True}
     assert api.get("/readyz").status_code == 200
     info = api.get("/v1/info").json()
-    assert info["languages"] == ["python"] and "coderl" in info["profiles"]
+    assert info["languages"][0] == "python" and "rust" in info["languages"] and "coderl" in info["profiles"]
     assert info["sandbox"]["backend"] in ("docker", "bubblewrap")
     assert api.get("/openapi.json").status_code == 200
 

@@ -72,5 +72,33 @@ def test_input_files_must_stay_in_the_working_directory(api, path):
 
 
 def test_unsupported_language_is_400(api):
-    r = api.post("/run_code", json={"code": "fn main() {}", "language": "rust"})
+    r = api.post("/run_code", json={"code": "DISPLAY 'X'.", "language": "cobol"})
     assert r.status_code == 400
+
+
+@pytest.mark.parametrize("language, code", [
+    ("cpp", '#include <iostream>\nint main() { int a, b; std::cin >> a >> b; std::cout << a + b << "\\n"; }\n'),
+    ("nodejs", 'const [a, b] = require("fs").readFileSync(0, "utf8").trim().split(" ").map(Number);\n'
+               'console.log(a + b);\n'),
+    ("go", 'package main\n\nimport "fmt"\n\nfunc main() { var a, b int; fmt.Scan(&a, &b); fmt.Println(a + b) }\n'),
+    ("java", 'import java.util.*;\npublic class Main { public static void main(String[] x) {'
+             ' Scanner s = new Scanner(System.in); System.out.println(s.nextInt() + s.nextInt()); } }\n'),
+    ("rust", 'fn main() { let mut s = String::new(); std::io::stdin().read_line(&mut s).unwrap();'
+             ' let v: Vec<i64> = s.split_whitespace().map(|x| x.parse().unwrap()).collect();'
+             ' println!("{}", v[0] + v[1]); }\n'),
+    ("bash", 'read a b\necho $((a + b))\n'),
+    ("typescript", 'const [a, b]: number[] = require("fs").readFileSync(0, "utf8").trim().split(" ").map(Number);\n'
+                   'console.log(a + b);\n'),
+])
+def test_sandbox_fusion_languages_compile_and_run(api, language, code):
+    res = run_code(api, language=language, code=code, stdin="2 3\n")
+    assert res["status"] == "Success", res
+    assert res["run_result"]["stdout"].strip() == "5"
+    if language in ("cpp", "go", "java", "rust", "typescript"):
+        assert res["compile_result"]["status"] == "Finished" and res["compile_result"]["return_code"] == 0
+
+
+def test_a_compile_error_is_failed_with_the_compilers_message(api):
+    res = run_code(api, language="cpp", code="int main() { return x; }\n")
+    assert res["status"] == "Failed" and res["run_result"] is None
+    assert "not declared" in res["compile_result"]["stderr"] and res["compile_result"]["return_code"] == 1

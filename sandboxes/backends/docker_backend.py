@@ -98,7 +98,10 @@ class DockerBackend:
                 network_mode="none",
                 ipc_mode="none",
                 read_only=True,
-                tmpfs={"/tmp": tmpfs_opts + ",mode=1777", "/scratch": tmpfs_opts.replace(",noexec", "") + ",mode=755"},
+                # /scratch holds the job's working directory, where compiled programs run: explicitly exec
+                # (Docker adds noexec to a tmpfs whose options do not say exec).
+                tmpfs={"/tmp": tmpfs_opts + ",mode=1777",
+                       "/scratch": tmpfs_opts.replace(",noexec", ",exec") + ",mode=755"},
                 mem_limit=f"{spec.memory_mb}m",
                 memswap_limit=f"{spec.memory_mb}m",
                 pids_limit=spec.pids,

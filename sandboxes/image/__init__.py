@@ -15,11 +15,12 @@ IMAGE_DIR = Path(__file__).resolve().parent
 IMAGE_REPO = "rewardbox-sandbox"
 BUILD_SCRIPT = IMAGE_DIR / "build.sh"
 # Order matters: build.sh hashes the same files in the same order.
-_TAG_INPUTS = ("Dockerfile", "build.sh", "requirements.txt")
+_TAG_INPUTS = ("Dockerfile", "build.sh", "requirements.txt", "npm_install.py", "node/package.json",
+               "node/package-lock.json")
 
 
 def image_tag() -> str:
-    """First 12 hex chars of sha256 over Dockerfile + build.sh + requirements.txt."""
+    """First 12 hex chars of sha256 over the build inputs (_TAG_INPUTS)."""
     digest = hashlib.sha256()
     for name in _TAG_INPUTS:
         digest.update((IMAGE_DIR / name).read_bytes())

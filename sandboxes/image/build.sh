@@ -6,7 +6,7 @@
 #   * $CACHE/rootfs/$TAG/         root filesystem used by the bubblewrap backend (ready when $TAG.ready exists)
 #   * rewardbox-sandbox:$TAG      `docker import` of that rootfs, plus tag :latest (only if `docker info` works)
 # CACHE = ${REWARDBOX_CACHE:-$HOME/.cache/rewardbox}
-# TAG   = first 12 hex chars of sha256(Dockerfile + build.sh + requirements.txt)
+# TAG   = first 12 hex chars of sha256(Dockerfile + build.sh + requirements.txt + npm_install.py + node/package*.json)
 #
 # Usage: build.sh            build if needed; progress on stderr, the tag alone on stdout
 #        build.sh --tag      print the tag only
@@ -23,6 +23,10 @@ PYVER=3.11
 export PIP_ROOT_USER_ACTION=ignore
 SITE="usr/local/lib/python$PYVER/dist-packages"
 IMAGE_REPO=rewardbox-sandbox
+# Toolchains of the languages other than Python (sandboxes/languages.py), all Debian bookworm packages.
+TOOLCHAINS=nodejs,gcc,g++,libc6-dev,openjdk-17-jdk-headless,golang-go,rustc
+# npm packages (eslint, TypeScript) live here, installed from node/package-lock.json by npm_install.py.
+NODE_PREFIX=usr/local/lib/rewardbox-node
 # Same wheel selection everywhere: pure-Python wheels for CPython 3.11, hash-checked, no dependency resolution.
 PIP_WHEEL_OPTS=(--no-deps --only-binary=:all: --python-version "$PYVER" --platform any --implementation py
                 --abi none)
@@ -31,7 +35,8 @@ log() { printf '[image] %s\n' "$*" >&2; }
 die() { printf '[image] ERROR: %s\n' "$*" >&2; exit 1; }
 
 image_tag() {
-    cat "$HERE/Dockerfile" "$HERE/build.sh" "$HERE/requirements.txt" | sha256sum | cut -c1-12
+    cat "$HERE/Dockerfile" "$HERE/build.sh" "$HERE/requirements.txt" "$HERE/npm_install.py" \
+        "$HERE/node/package.json" "$HERE/node/package-lock.json" | sha256sum | cut -c1-12
 }
 
 # --- shared post-install steps (run on the rootfs; ROOT may be "/" inside `docker build`) -------------------
@@ -59,6 +64,8 @@ finalize() {
         find "$root/usr/share/doc" -xdev -mindepth 1 -type d -empty -delete
     fi
     find "$root/var/log" -xdev -type f -delete 2>/dev/null || true
+    # Go's own test suite and the JDK's demo/man pages are never used in a sandbox.
+    rm -rf "$root"/usr/share/go-*/test "$root"/usr/lib/go-*/test "$root"/usr/lib/jvm/*/demo "$root"/usr/lib/jvm/*/man
     # No setuid/setgid binaries inside the sandbox.
     find "${root:-/}" -xdev -perm /6000 -type f -exec chmod a-s {} +
     mkdir -p "$root/opt/rewardbox" "$root/scratch" "$root/run/rewardbox"
@@ -72,6 +79,8 @@ customize() {
     log "installing wheels into /$SITE"
     "$RB_PIP_PYTHON" -m pip install -q --disable-pip-version-check --no-compile --no-index \
         --find-links "$RB_WHEELS" "${PIP_WHEEL_OPTS[@]}" --target "$root/$SITE" -r "$HERE/requirements.txt"
+    log "installing npm packages into /$NODE_PREFIX"
+    "$RB_PIP_PYTHON" "$HERE/npm_install.py" "$HERE/node/package-lock.json" "${RB_NPM_CACHE:?}" "$root/$NODE_PREFIX"
     log "finalizing rootfs (wrappers, bytecode, trimming, setuid strip)"
     finalize "$root"
 }
@@ -154,16 +163,19 @@ build_rootfs() {
     # sets up the /usr symlinks itself (debootstrap's method, like debian:bookworm-slim) and avoids that.
     local hooks=(); local hookdir=/usr/share/mmdebstrap/hooks/merged-usr
     [ -d "$hookdir" ] && hooks=(--hook-dir="$hookdir")
-    log "mmdebstrap bookworm minbase + python3,libseccomp2 from $main (security: $sec)"
+    log "mmdebstrap bookworm minbase + python3,libseccomp2,$TOOLCHAINS from $main (security: $sec)"
     local t0=$SECONDS
-    # The hook is single-quoted on purpose: mmdebstrap runs it under sh, which expands $RB_SELF and $1.
+    # The hooks are single-quoted on purpose: mmdebstrap runs them under sh, which expands $RB_SELF and $1.
+    # The JDK's postinst registers man pages with update-alternatives, which fails without their directory.
     # shellcheck disable=SC2016
-    RB_PIP_PYTHON="$pypy" RB_WHEELS="$CACHE/wheels" TMPDIR="$work" mmdebstrap \
-        --variant=minbase --include=python3,libseccomp2 \
+    mkdir -p "$CACHE/npm"
+    RB_PIP_PYTHON="$pypy" RB_WHEELS="$CACHE/wheels" RB_NPM_CACHE="$CACHE/npm" TMPDIR="$work" mmdebstrap \
+        --variant=minbase --include="python3,libseccomp2,$TOOLCHAINS" \
         --aptopt='Apt::Install-Recommends "false"' \
         --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
         --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
         --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+        --setup-hook='mkdir -p "$1/usr/share/man/man1"' \
         "${hooks[@]}" --customize-hook='bash "$RB_SELF" --customize "$1"' \
         bookworm "$work/rootfs.tar" \
         "deb $main bookworm main" "deb $main bookworm-updates main" "deb $sec bookworm-security main"

@@ -291,6 +291,10 @@ class Runner:
         os.makedirs(judge_home, mode=0o700, exist_ok=True)
         os.chmod(judge_home, 0o700)  # before chown: without CAP_FOWNER root cannot chmod what it gave away
         os.chown(judge_home, self.judge_uid, self.judge_uid)
+        import node_lint  # JavaScript/TypeScript quality: a warm eslint under its own uid, started on first use
+
+        self.node_linter = node_lint.NodeLinter(uid_base + 3, os.path.join(SCRATCH, "l"), enter_job, place_fds,
+                                                job_env)
         self.zygote = self._start_zygote()
         self.lint_zygote = self._start_zygote()
         # The lint zygote imports and exercises pylint now (~1 s), while the runner finishes starting up.
@@ -396,6 +400,8 @@ class Runner:
         self.jobs_done += 1
         if op == "run":
             return self.run_job(job, limits, self.zygote)
+        if op == "lint" and job.get("language", "python") != "python":
+            return self.node_linter.lint(job["code"], job["language"], float(limits["wall_s"]))
         if op == "lint":
             if not self.lint_warm:
                 self.handle(conn, {"op": "warm_lint"})
@@ -763,8 +769,11 @@ class CandidateSlot:
         rep_r, rep_w = os.pipe()
         self.proc = Proc(self.runner, self.runner.zygote, self.runner.cand_uid,
                          self.runner.dirs[self.runner.cand_uid], self.limits)
-        program = {"host": True, "code": self.candidate["code"], "module": self.candidate.get("module", "solution")}
-        self.proc.start(program, "", None, None, extra_fds=(req_r, rep_w))
+        # Python candidates load in a forked interpreter; other languages exec their own host (candidate_host.js)
+        # with the candidate's files, speaking the same protocol on fds 3 and 4.
+        program = self.candidate.get("program") or {"host": True, "code": self.candidate["code"],
+                                                    "module": self.candidate.get("module", "solution")}
+        self.proc.start(program, "", self.candidate.get("files"), self.candidate.get("env"), extra_fds=(req_r, rep_w))
         self.pid = self.proc.pid
         return req_w, rep_r
 

@@ -1,0 +1,118 @@
+"""Warm eslint for JavaScript/TypeScript quality jobs (stdlib only; used by the runner).
+
+Python lint jobs fork from a zygote that imported pylint; node cannot fork warm like that, so one eslint process
+(eslint_server.js) stays up per sandbox, started on the first JavaScript/TypeScript lint job. It runs under its
+own uid (not the candidate's: no job can signal, trace or feed it), with the job rlimits and seccomp filter, and
+only ever parses the programs it gets. It is restarted after MAX_USES lints, after any failure or overrun, so
+that no state of one program can shape many later results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import time
+
+import wire
+
+MAX_USES = 500
+START_TIMEOUT_S = 30.0
+SERVER = "/opt/rewardbox/eslint_server.js"
+LIMITS = {"wall_s": 60.0, "total_s": 60.0, "cpu_s": 3600.0, "memory_mb": 256 + 1280, "output_bytes": 1 << 20,
+          "file_size_mb": 1, "nofile": 256, "nproc": 32}
+
+
+class NodeLinter:
+    def __init__(self, uid: int, home: str, enter_job, place_fds, job_env) -> None:
+        self.uid, self.home = uid, home
+        self._enter_job, self._place_fds, self._job_env = enter_job, place_fds, job_env
+        self.pid = 0
+        self.to_fd = self.from_fd = -1
+        self.reader: wire.FdReader | None = None
+        self.uses = 0
+        os.makedirs(home, mode=0o700, exist_ok=True)
+        os.chmod(home, 0o700)
+        os.chown(home, uid, uid)
+
+    def _start(self) -> None:
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                devnull = os.open(os.devnull, os.O_RDWR)
+                self._place_fds([devnull, devnull, devnull, req_r, rep_w])
+                self._enter_job(self.uid, LIMITS, self.home)
+                env = self._job_env(None, self.home)
+                os.execve("/usr/bin/node", ["node", "--max-old-space-size=256", SERVER], env)
+            finally:
+                os._exit(127)
+        os.close(req_r)
+        os.close(rep_w)
+        self.pid, self.to_fd, self.from_fd = pid, req_w, rep_r
+        os.set_blocking(rep_r, False)
+        self.reader = wire.FdReader(rep_r)
+        self.uses = 0
+        ready = self._reply(time.monotonic() + START_TIMEOUT_S)
+        if not (isinstance(ready, dict) and ready.get("ready")):
+            self.stop()
+            raise RuntimeError("eslint did not start")
+
+    def stop(self) -> None:
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                pass  # the runner's reaper got it first
+        for fd in (self.to_fd, self.from_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.pid, self.to_fd, self.from_fd, self.reader = 0, -1, -1, None
+
+    def _reply(self, deadline: float) -> object:
+        assert self.reader is not None
+        while True:
+            frames = self.reader.feed()
+            if frames:
+                return frames[0]
+            if self.reader.eof:
+                return None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            select.select([self.from_fd], [], [], remaining)
+
+    def lint(self, code: str, language: str, timeout_s: float) -> dict:
+        """The runner's result record for a lint job; stdout holds eslint_server.js's JSON."""
+        started = time.monotonic()
+        if not self.pid or self.uses >= MAX_USES:
+            self.stop()
+            self._start()
+        self.uses += 1
+        try:
+            data = wire.encode({"code": code, "language": language})
+            os.set_blocking(self.to_fd, True)
+            _write_all(self.to_fd, data)
+            reply = self._reply(time.monotonic() + timeout_s)
+        except OSError:
+            reply = None
+        wall_ms = (time.monotonic() - started) * 1000.0
+        if not isinstance(reply, dict) or "error" in reply:
+            self.stop()
+            error = reply.get("error") if isinstance(reply, dict) else "eslint did not answer in time"
+            return {"status": "timeout" if reply is None else "runtime_error", "error": str(error)[:2000],
+                    "wall_ms": wall_ms, "stdout": "", "stderr": ""}
+        return {"status": "ok", "exit_code": 0, "wall_ms": wall_ms, "cpu_ms": 0.0, "peak_memory_kb": 0,
+                "stdout": json.dumps(reply), "stderr": ""}
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

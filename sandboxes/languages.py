@@ -1,0 +1,129 @@
+"""The languages a sandbox runs besides Python: how each compiles and runs, and under which limits.
+
+Everything here only builds Jobs; the commands run inside the sandbox as the job uid (the runner knows no
+language). A compile job runs the compiler through inside/compile.py, which returns the artefacts; a run job
+writes them into the job's directory and starts the program.
+
+Memory: `Limits.memory_mb` is RLIMIT_AS. Native programs (C, C++, Rust, Bash) get the item's limit as address
+space. Runtimes that reserve far more address space than they use (the JVM, V8, Go's compiler) cannot start under
+a small RLIMIT_AS, so they get `as_headroom_mb` on top, their heap is capped by the runtime's own flag (-Xmx,
+--max-old-space-size, GOMEMLIMIT), and a run whose peak RSS (kernel accounting) exceeds the item's limit is
+reported as memory_limit; the sandbox's memory cgroup stays the hard backstop.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from .types import Job, Limits
+
+INSIDE = "/opt/rewardbox"
+NODE_MODULES = "/usr/local/lib/rewardbox-node/node_modules"
+OUT = "out"  # compile output directory (relative to the job's working directory)
+ARTEFACT_CAP = 32 << 20  # base64 in the compile report must fit one 64 MiB frame of the runner's protocol
+# Runs a compiled binary: files written into the job dir are not executable (umask 077, no mode on the wire).
+RUN_BINARY = ("/bin/sh", "-c", "chmod u+x ./main && exec ./main")
+# V8's stack in KiB: deep recursion gets a RangeError well before the thread's 8 MiB stack would overflow.
+NODE_STACK = "--stack-size=4096"
+JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-Xshare:auto",
+             "-XX:ReservedCodeCacheSize=64m", "-XX:CompressedClassSpaceSize=64m", "-XX:MaxMetaspaceSize=192m")
+
+
+@dataclass(frozen=True)
+class Language:
+    name: str
+    source: str  # file name of the program in the job directory
+    compile_argv: tuple[str, ...]  # compiler, or syntax checker for interpreted languages ({src}: the source)
+    run_argv: tuple[str, ...]  # ({mem}: the item's memory limit in MiB, {main}: Java's main class)
+    version_argv: tuple[str, ...]  # prints the toolchain version (part of the compile cache key)
+    compile_memory_mb: int = 1024  # RLIMIT_AS of the compile job (+ as_headroom_mb for VM compilers)
+    compile_headroom_mb: int = 0
+    as_headroom_mb: int = 0  # address space added on top of the item's memory limit when running (see above)
+    env: dict[str, str] = field(default_factory=dict)
+    runs_source: bool = False  # the compile step only checks the source (node --check, bash -n); runs read it
+
+    def source_name(self, code: str) -> str:
+        if self.name == "java":
+            return f"{java_main_class(code)}.java"
+        return self.source
+
+    def compile_job(self, code: str, timeout_s: float, memory_mb: int | None = None) -> Job:
+        src = self.source_name(code)
+        argv = [a.format(src=src, main=java_main_class(code)) for a in self.compile_argv]
+        mem = (memory_mb or self.compile_memory_mb) + self.compile_headroom_mb
+        limits = Limits(wall_s=timeout_s, total_s=timeout_s, cpu_s=timeout_s, memory_mb=mem,
+                        output_bytes=ARTEFACT_CAP * 3 // 2, file_size_mb=ARTEFACT_CAP >> 20, nofile=256, nproc=128)
+        program = {"argv": ["/usr/bin/python3", "-S", f"{INSIDE}/compile.py", OUT, str(ARTEFACT_CAP), "--", *argv]}
+        return Job("run", program=program, files={src: code}, env=self.env or None, limits=limits)
+
+    def run_files(self, code: str, artefacts: dict[str, str]) -> dict:
+        """The job files of a run: the artefacts (base64), or the source itself for interpreted languages."""
+        if self.runs_source:
+            return {self.source_name(code): code}
+        return {name: {"b64": data} for name, data in artefacts.items()}
+
+    def run_argv_for(self, code: str, memory_mb: int) -> list[str]:
+        return [a.format(mem=memory_mb, main=java_main_class(code)) for a in self.run_argv]
+
+    def run_limits(self, limits: Limits) -> Limits:
+        if not self.as_headroom_mb:
+            return limits
+        # VMs start a dozen threads, and RLIMIT_NPROC counts threads; the sandbox's pids limit still caps the total.
+        return replace(limits, memory_mb=limits.memory_mb + self.as_headroom_mb, nofile=max(limits.nofile, 256),
+                       nproc=max(limits.nproc, 128))
+
+    def run_job(self, code: str, artefacts: dict[str, str], stdin: str, limits: Limits) -> Job:
+        env = {**self.env, **({"GOMEMLIMIT": f"{limits.memory_mb}MiB"} if self.name == "go" else {})}
+        return Job("run", program={"argv": self.run_argv_for(code, limits.memory_mb)},
+                   files=self.run_files(code, artefacts), stdin=stdin, env=env or None,
+                   limits=self.run_limits(limits))
+
+    def version_job(self) -> Job:
+        return Job("run", program={"argv": list(self.version_argv)}, env=self.env or None,
+                   limits=Limits(wall_s=30, total_s=30, cpu_s=30, memory_mb=self.compile_memory_mb
+                                 + self.compile_headroom_mb, nofile=256, nproc=128))
+
+
+_JAVA_PUBLIC_CLASS = re.compile(r"^\s*public\s+(?:(?:final|abstract|static)\s+)*class\s+([A-Za-z_$][\w$]*)", re.M)
+
+
+def java_main_class(code: str) -> str:
+    """Java wants a public class in a file of its name: the first public top-level class, else Main."""
+    m = _JAVA_PUBLIC_CLASS.search(code)
+    return m.group(1) if m else "Main"
+
+
+# glibc gives each thread a malloc arena of up to 64 MiB of address space: VMs start many threads.
+_VM_ENV = {"MALLOC_ARENA_MAX": "2"}
+# Go: no -trimpath (the precompiled std would be rebuilt: 14 s instead of 0.45 s); cgo off, no network.
+_GO_ENV = {**_VM_ENV, "CGO_ENABLED": "0", "GOPROXY": "off", "GO111MODULE": "off", "GOTOOLCHAIN": "local"}
+
+LANGUAGES: dict[str, Language] = {
+    lang.name: lang
+    for lang in (
+        Language("c", "main.c", ("gcc", "-std=gnu17", "-O2", "-pipe", "-o", f"{OUT}/main", "{src}", "-lm"),
+                 RUN_BINARY, ("gcc", "--version")),
+        Language("cpp", "main.cpp", ("g++", "-std=gnu++17", "-O2", "-pipe", "-o", f"{OUT}/main", "{src}"),
+                 RUN_BINARY, ("g++", "--version")),
+        Language("rust", "main.rs", ("rustc", "--edition", "2021", "-O", "-C", "strip=symbols", "-o", f"{OUT}/main",
+                                     "{src}"), RUN_BINARY, ("rustc", "--version"), compile_memory_mb=2048),
+        Language("go", "main.go", ("go", "build", "-ldflags=-s -w", "-o", f"{OUT}/main", "{src}"),
+                 RUN_BINARY, ("go", "version"), compile_memory_mb=2048, as_headroom_mb=1024, env=_GO_ENV),
+        Language("java", "Main.java", ("javac", "-J-Xmx512m", *(f"-J{f}" for f in JVM_FLAGS), "-encoding", "UTF-8",
+                                       "-nowarn", "-d", OUT, "{src}"),
+                 ("java", "-Xmx{mem}m", "-Xss16m", *JVM_FLAGS, "-cp", ".", "{main}"),
+                 ("javac", "-J-Xmx64m", *(f"-J{f}" for f in JVM_FLAGS), "-version"),
+                 compile_memory_mb=512, compile_headroom_mb=1536, as_headroom_mb=1536, env=_VM_ENV),
+        Language("javascript", "solution.js", ("node", "--check", "{src}"),
+                 ("node", "--max-old-space-size={mem}", NODE_STACK, "solution.js"), ("node", "--version"),
+                 compile_memory_mb=256, compile_headroom_mb=1024, as_headroom_mb=1024,
+                 runs_source=True),
+        Language("typescript", "solution.ts", ("node", f"{INSIDE}/ts_compile.js", "{src}", f"{OUT}/solution.js"),
+                 ("node", "--max-old-space-size={mem}", NODE_STACK, "solution.js"),
+                 ("node", "-p", f"'node ' + process.version + ' typescript ' + require('{NODE_MODULES}/typescript')"
+                  ".version"), compile_memory_mb=512, compile_headroom_mb=1024, as_headroom_mb=1024),
+        Language("bash", "solution.sh", ("bash", "-n", "{src}"), ("bash", "solution.sh"), ("bash", "--version"),
+                 compile_memory_mb=256, runs_source=True),
+    )
+}
