@@ -83,7 +83,7 @@ class LocalExecutor:
         self._inflight: dict[str, asyncio.Future[dict]] = {}
 
     async def start(self) -> None:
-        await self.scorer.baseline_kb()  # measured before serving, so that no item queues behind it
+        pass
 
     async def close(self) -> None:
         pass

@@ -17,7 +17,7 @@ from graders.outcome import Outcome
 from graders.pass_rate import pass_rate
 from graders.quality import QualityGrader, QualityReport
 from graders.tests import job_limits, run_tests
-from sandboxes import Job, SandboxPool, Status
+from sandboxes import SandboxPool
 from sandboxes.backends.base import runner_digest
 from sandboxes.builds import Builder
 
@@ -46,18 +46,6 @@ class Scorer:
         self.quality = QualityGrader(pool, settings.lint_cache_size)
         self.efficiency = EfficiencyGrader(pool)
         self.builder = Builder(pool)  # compiled artefacts of the non-Python languages, by source hash
-        self._baseline_kb: int | None = None
-        self._baseline_lock = asyncio.Lock()
-
-    async def baseline_kb(self) -> int:
-        """Peak memory of a program that does nothing: the floor that memory scores are measured above.
-        Measured once; concurrent callers wait for the one measurement."""
-        async with self._baseline_lock:
-            if self._baseline_kb is None:
-                result = await self.pool.run(Job("run", program={"code": "pass"}))
-                if result.status == Status.OK:
-                    self._baseline_kb = result.peak_memory_kb
-        return self._baseline_kb or 0
 
     async def score(self, item: RewardItem, rollout_id: str | None = None) -> ItemResult:
         rollout_id = rollout_id or uuid.uuid4().hex

@@ -50,7 +50,6 @@ class Worker:
         self._stopping.set()
 
     async def run(self) -> None:
-        await self.scorer.baseline_kb()
         await self._until_redis(self.queue.ensure_group)
         await self._until_redis(self.queue.check_epoch)
         beat = asyncio.create_task(self._heartbeat())
