@@ -14,7 +14,7 @@ from typing import Any
 import redis
 
 from .redis_scripts import ADD_ROLLOUT
-from .store import capped
+from .store import capped, export_pages
 
 PAGE = 200
 
@@ -76,12 +76,7 @@ class RedisRolloutStore:
         return items, None
 
     def export(self, **filters: Any) -> Iterator[dict[str, Any]]:
-        cursor = None
-        while True:
-            items, cursor = self.list(limit=500, cursor=cursor, **filters)
-            yield from items
-            if cursor is None:
-                return
+        return export_pages(self.list, **filters)
 
     def recent(self, count: int) -> list[dict[str, Any]]:
         """The newest `count` rollouts (the dashboard's window)."""

@@ -8,7 +8,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,17 @@ def capped(value: Any) -> Any:
     if isinstance(value, list):
         return [capped(v) for v in value]
     return value
+
+
+def export_pages(list_page: Callable[..., tuple[list[dict[str, Any]], Any]], **filters: Any
+                 ) -> Iterator[dict[str, Any]]:
+    """Every rollout a store's `list` matches, newest first, one page at a time (what export streams)."""
+    cursor = None
+    while True:
+        items, cursor = list_page(limit=500, cursor=cursor, **filters)
+        yield from items
+        if cursor is None:
+            return
 
 
 class RolloutStore:
@@ -114,12 +125,7 @@ class RolloutStore:
         return items, next_cursor
 
     def export(self, **filters: Any) -> Iterator[dict[str, Any]]:
-        cursor = None
-        while True:
-            items, cursor = self.list(limit=500, cursor=cursor, **filters)
-            yield from items
-            if cursor is None:
-                return
+        return export_pages(self.list, **filters)
 
     def _row(self, row: tuple) -> dict[str, Any]:
         cols = [d[0] for d in self.db.execute("SELECT * FROM rollouts LIMIT 0").description]

@@ -188,3 +188,17 @@ class NetNamespace:
         out = subprocess.run(["ip", "netns", "exec", self.name, sys.executable, "-c", probe], capture_output=True,
                              text=True, check=True).stdout
         return out.strip() == "True"
+
+
+def start_cluster(redis_server: RedisServer, procs: list, workers: int, first_worker_log: Path | None = None,
+                  **extra: str) -> tuple[str, dict[str, str], redis.Redis, subprocess.Popen, str]:
+    """`workers` worker processes and one API on a fresh key prefix, all appended to `procs` (workers first);
+    returns (prefix, env, redis client, API process, API URL) once the workers have announced themselves."""
+    prefix = new_prefix()
+    env = service_env(redis_server.url, prefix, **extra)
+    procs += [start_worker(env, log_to=first_worker_log if i == 0 else None) for i in range(workers)]
+    r = redis_server.client()
+    wait_for_workers(r, prefix, workers)
+    api, url = start_api(env)
+    procs.append(api)
+    return prefix, env, r, api, url

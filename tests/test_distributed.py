@@ -17,6 +17,7 @@ from .distributed import (
     new_prefix,
     service_env,
     start_api,
+    start_cluster,
     start_worker,
     stop,
     wait_for_workers,
@@ -78,13 +79,7 @@ def stored_client_ids(r, prefix: str, computed_only: bool = True) -> list[str]:
 
 
 def test_a_worker_killed_mid_batch_loses_nothing_and_duplicates_nothing(redis_server, procs):
-    prefix = new_prefix()
-    env = service_env(redis_server.url, prefix, REWARDBOX_MAX_BATCH="1000")
-    procs += [start_worker(env), start_worker(env)]
-    r = redis_server.client()
-    wait_for_workers(r, prefix, 2)
-    api, url = start_api(env)
-    procs.append(api)
+    prefix, env, r, api, url = start_cluster(redis_server, procs, 2, REWARDBOX_MAX_BATCH="1000")
     victim = procs[0]
     victim_name = consumer_of(r, prefix, victim.pid)
     wrong = set(range(0, 500, 7))
@@ -109,13 +104,8 @@ def test_a_worker_killed_mid_batch_loses_nothing_and_duplicates_nothing(redis_se
 
 
 def test_a_worker_stopped_by_sigterm_finishes_or_hands_back_its_jobs(redis_server, procs, tmp_path):
-    prefix = new_prefix()
-    env = service_env(redis_server.url, prefix, REWARDBOX_WORKER_GRACE_S="0.3")
-    procs += [start_worker(env, log_to=tmp_path / "stopped.log"), start_worker(env)]
-    r = redis_server.client()
-    wait_for_workers(r, prefix, 2)
-    api, url = start_api(env)
-    procs.append(api)
+    prefix, env, r, api, url = start_cluster(redis_server, procs, 2, first_worker_log=tmp_path / "stopped.log",
+                                             REWARDBOX_WORKER_GRACE_S="0.3")
     items = [item(i, sleep_s=0.5) for i in range(12)]  # longer than the grace period: some are handed back
     with ThreadPoolExecutor(1) as pool:
         batch = pool.submit(httpx.post, url + "/reward/batch", json={"items": items}, timeout=300)
@@ -157,13 +147,7 @@ def _post_quietly(url: str, body: dict) -> None:
 
 
 def test_identical_items_in_flight_run_once_across_requests(redis_server, procs):
-    prefix = new_prefix()
-    env = service_env(redis_server.url, prefix)
-    procs.append(start_worker(env))
-    r = redis_server.client()
-    wait_for_workers(r, prefix, 1)
-    api, url = start_api(env)
-    procs.append(api)
+    prefix, env, r, api, url = start_cluster(redis_server, procs, 1)
     x, y = item(1, sleep_s=0.3), item(2, sleep_s=0.3)
     first, second = [x, {**x, "id": "x-again"}, y], [{**y, "id": "y-again"}, {**x, "id": "x-third"}]
     with ThreadPoolExecutor(2) as pool:
@@ -177,13 +161,7 @@ def test_identical_items_in_flight_run_once_across_requests(redis_server, procs)
 
 
 def test_redis_restart_gives_503_and_infra_error_then_recovers(redis_server, procs):
-    prefix = new_prefix()
-    env = service_env(redis_server.url, prefix)
-    procs.append(start_worker(env))
-    r = redis_server.client()
-    wait_for_workers(r, prefix, 1)
-    api, url = start_api(env)
-    procs.append(api)
+    prefix, env, r, api, url = start_cluster(redis_server, procs, 1)
     items = [item(i, sleep_s=0.3) for i in range(10)]
     with ThreadPoolExecutor(1) as pool:
         batch = pool.submit(httpx.post, url + "/reward/batch", json={"items": items}, timeout=120)
@@ -207,13 +185,7 @@ def test_redis_restart_gives_503_and_infra_error_then_recovers(redis_server, pro
 
 
 def test_requests_waiting_while_redis_stays_down_answer_infra_error(redis_server, procs):
-    prefix = new_prefix()
-    env = service_env(redis_server.url, prefix)
-    procs.append(start_worker(env))
-    r = redis_server.client()
-    wait_for_workers(r, prefix, 1)
-    api, url = start_api(env)
-    procs.append(api)
+    prefix, env, r, api, url = start_cluster(redis_server, procs, 1)
     items = [item(i, sleep_s=0.3) for i in range(10)]
     with ThreadPoolExecutor(1) as pool:
         batch = pool.submit(httpx.post, url + "/reward/batch", json={"items": items}, timeout=120)
@@ -253,13 +225,8 @@ def test_a_redis_restart_with_persistence_loses_no_accepted_item(procs):
 
 
 def test_overload_is_refused_fast_and_what_is_accepted_completes(redis_server, procs):
-    prefix = new_prefix()
-    env = service_env(redis_server.url, prefix, REWARDBOX_MAX_QUEUED="20", REWARDBOX_WORKER_CONCURRENCY="2")
-    procs.append(start_worker(env))
-    r = redis_server.client()
-    wait_for_workers(r, prefix, 1)
-    api, url = start_api(env)
-    procs.append(api)
+    prefix, env, r, api, url = start_cluster(redis_server, procs, 1, REWARDBOX_MAX_QUEUED="20",
+                                             REWARDBOX_WORKER_CONCURRENCY="2")
     # Capacity: 20 queued + 2 running; offered: 22 requests of 10 items each (10x).
     batches = [[item(100 * b + i, sleep_s=0.05) for i in range(10)] for b in range(22)]
     depth: list[int] = []
@@ -302,13 +269,7 @@ def test_worker_health_check_sees_a_live_worker_of_this_host_only(redis_server, 
 
 
 def test_items_not_started_by_the_deadline_are_infra_error(redis_server, procs):
-    prefix = new_prefix()
-    env = service_env(redis_server.url, prefix, REWARDBOX_WORKER_CONCURRENCY="1")
-    procs.append(start_worker(env))
-    r = redis_server.client()
-    wait_for_workers(r, prefix, 1)
-    api, url = start_api(env)
-    procs.append(api)
+    prefix, env, r, api, url = start_cluster(redis_server, procs, 1, REWARDBOX_WORKER_CONCURRENCY="1")
     items = [item(i, sleep_s=0.6) for i in range(6)]
     results = httpx.post(url + "/reward/batch", json={"items": items, "deadline_s": 1.0}, timeout=60).json()["results"]
     late = [res for res in results if res["status"] == "infra_error"]
