@@ -39,7 +39,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from rewardbox import Client
 from rewardbox.extract import extract_code
-from trainer.tasks import Task, arithmetic_tasks, load_tasks
+from trainer.tasks import Task, load_tasks, named_function_tasks
 
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")
 
@@ -49,7 +49,7 @@ class Config:
     url: str = os.environ.get("REWARDBOX_URL", "http://127.0.0.1:8000")
     model: str | None = None  # a local checkpoint directory (save_pretrained layout); None: the tiny demo model
     teacher: str | None = None  # a local checkpoint sharing the policy's tokenizer: enables the distillation term
-    tasks: str | None = None  # JSONL of {"prompt", "tests"}; None: the generated arithmetic family
+    tasks: str | None = None  # JSONL of {"prompt", "tests"}; None: the generated named-function family
     out: str = "runs/ppo"
     seed: int = 0
     steps: int = 50
@@ -67,7 +67,7 @@ class Config:
     max_grad_norm: float = 1.0
     profile: str = "seed"  # rewardbox reward profile
     save_every: int = 0  # checkpoint every N steps (0: only the final one)
-    tiny_sft_steps: int = 500  # supervised warm-start steps for the tiny model
+    tiny_sft_steps: int = 400  # supervised warm-start steps for the tiny model
 
 
 # -- models
@@ -146,10 +146,11 @@ def token_logprobs(model: PreTrainedModel, r: Rollouts, temperature: float,
     return logp, entropy
 
 
-def program_of(text: str) -> str:
-    """The last fenced python block when the completion has one, else the completion itself."""
-    code = extract_code(text)
-    return code if code is not None else text
+def program_of(prompt: str, completion: str) -> str:
+    """The last fenced python block when the completion has one (chat models), else prompt + completion (the
+    HumanEval convention: the prompt is the start of the program)."""
+    code = extract_code(completion)
+    return code if code is not None else prompt + completion
 
 
 def group_scores(rewards: list[float | None], group_size: int, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -196,14 +197,15 @@ def train(cfg: Config, policy: PreTrainedModel | None = None, tokenizer: PreTrai
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if policy is None or tokenizer is None:
         policy, tokenizer = load_policy(cfg, device)
-    policy.eval()
+    policy = policy.to(device).eval()
     reference = copy.deepcopy(policy).requires_grad_(False)  # frozen: the KL anchor
     teacher = load_model(cfg.teacher, device).requires_grad_(False) if cfg.teacher else None
-    tasks: list[Task] = load_tasks(cfg.tasks) if cfg.tasks else arithmetic_tasks()
+    tasks: list[Task] = load_tasks(cfg.tasks) if cfg.tasks else named_function_tasks()
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
     rng = random.Random(cfg.seed)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
+    (out / "log.jsonl").write_text("")
     log: list[dict[str, Any]] = []
     client = Client(cfg.url)
 
@@ -218,8 +220,8 @@ def train(cfg: Config, policy: PreTrainedModel | None = None, tokenizer: PreTrai
         t1 = sync(device)
 
         # 2. score through rewardbox, one HTTP call for the whole batch
-        items = [{"id": f"step{step}-{i}", "code": program_of(text), "tests": task.tests, "profile": cfg.profile}
-                 for i, (task, text) in enumerate(zip(rows, r.texts, strict=True))]
+        items = [{"id": f"step{step}-{i}", "code": program_of(task.prompt, text), "tests": task.tests,
+                  "profile": cfg.profile} for i, (task, text) in enumerate(zip(rows, r.texts, strict=True))]
         results = client.reward_batch(items)
         rewards = [res.get("reward") for res in results]
         scores, valid = group_scores(rewards, cfg.group_size, cfg.group_std_eps)
@@ -238,7 +240,7 @@ def train(cfg: Config, policy: PreTrainedModel | None = None, tokenizer: PreTrai
         token_rewards = torch.zeros_like(logp_old)
         token_rewards[torch.arange(len(rows), device=device), last] += scores  # the test reward, group-normalised
         token_rewards -= cfg.kl_coef * kl_ref  # stay close to the reference
-        token_rewards -= cfg.teacher_kl_coef * kl_teacher if teacher is not None else 0.0  # on-policy distillation
+        token_rewards -= cfg.teacher_kl_coef * kl_teacher  # on-policy distillation (0 without a teacher)
         token_rewards *= mask
         # 4. advantages: returns-to-go (gamma = 1); the group mean inside `scores` is the baseline
         advantages = token_rewards.flip(1).cumsum(1).flip(1) * mask

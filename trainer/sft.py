@@ -14,7 +14,10 @@ def sft(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, pairs: list[
     device = next(model.parameters()).device
     rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - s / steps)
+    # warm up over 20 steps, hold, decay linearly over the last fifth: holding the rate is what gets a small model
+    # through the plateau before it learns to copy from the prompt
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer,
+                                                 lambda s: min(1.0, (s + 1) / 20, (steps - s) / (0.2 * steps)))
     model.train()
     losses = []
     for _ in range(steps):

@@ -1,14 +1,15 @@
 """Prompts with real tests for the PPO loop: a small generated family, or any JSONL file of {prompt, tests}.
 
-The generated family ("arithmetic") asks for `f(x)` applying one operation with a one-digit constant:
+The generated family asks for one-line integer functions named in a comment. As in HumanEval, the prompt is the
+start of the program and the completion finishes it:
 
-    prompt      "# f(x): add 7\n"
-    solution    "def f(x):\n    return x + 7\n"
+    prompt      "def f(x):\n    # double\n    return"
+    completion  " x * 2\n"
     tests       rewardbox `function` tests on five inputs
 
-`demonstration` writes what a weak demonstrator would: the right program only some of the time, otherwise the
-right template with a wrong operation or constant. Supervised warm-start on such demonstrations teaches the
-format and some of the mapping, and leaves the rest for the reward (the tests) to teach.
+`demonstration` writes what a weak demonstrator would: the right expression only some of the time, otherwise the
+expression of another task of the family. Supervised warm-start on such demonstrations teaches the format and some
+of the mapping, and leaves the rest for the reward (the tests) to teach.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-OPS = {"add": "+", "sub": "-", "mul": "*"}  # same length: every prompt has the same shape
+FUNCTIONS = {
+    "double": "x * 2", "triple": "x * 3", "square": "x * x", "cube": "x ** 3", "negate": "-x",
+    "increment": "x + 1", "decrement": "x - 1", "halve": "x // 2", "identity": "x", "zero": "0",
+    "absolute value": "abs(x)", "is even": "x % 2 == 0", "is positive": "x > 0", "plus ten": "x + 10",
+    "times ten": "x * 10", "remainder by three": "x % 3",
+}
 INPUTS = (0, 1, 2, 5, -3)
 
 
@@ -27,34 +33,30 @@ INPUTS = (0, 1, 2, 5, -3)
 class Task:
     prompt: str
     tests: dict[str, Any]  # a rewardbox `tests` object
-    solution: str | None = None
+    solution: str | None = None  # a right completion, where one is known
 
 
-def _apply(symbol: str, x: int, k: int) -> int:
-    return {"+": x + k, "-": x - k, "*": x * k}[symbol]
+def completion(expression: str) -> str:
+    return f" {expression}\n"
 
 
-def program(symbol: str, k: int) -> str:
-    return f"def f(x):\n    return x {symbol} {k}\n"
+def named_function_task(name: str) -> Task:
+    expression = FUNCTIONS[name]
+    cases = [{"args": [x], "expected": eval(expression, {}, {"x": x})} for x in INPUTS]  # our own constants
+    return Task(prompt=f"def f(x):\n    # {name}\n    return",
+                tests={"kind": "function", "entry_point": "f", "cases": cases}, solution=completion(expression))
 
 
-def arithmetic_task(op: str, k: int) -> Task:
-    symbol = OPS[op]
-    cases = [{"args": [x], "expected": _apply(symbol, x, k)} for x in INPUTS]
-    return Task(prompt=f"# f(x): {op} {k}\n", tests={"kind": "function", "entry_point": "f", "cases": cases},
-                solution=program(symbol, k))
+def named_function_tasks() -> list[Task]:
+    """The family's 16 tasks."""
+    return [named_function_task(name) for name in FUNCTIONS]
 
 
-def arithmetic_tasks() -> list[Task]:
-    """All 30 tasks of the family (3 operations x constants 0-9)."""
-    return [arithmetic_task(op, k) for op in OPS for k in range(10)]
-
-
-def demonstration(op: str, k: int, rng: random.Random, p_right_op: float = 0.9, p_right_k: float = 0.6) -> str:
-    """A weak demonstrator's program for the task (op, k): each part right with its own probability."""
-    symbol = OPS[op] if rng.random() < p_right_op else rng.choice(list(OPS.values()))
-    constant = k if rng.random() < p_right_k else rng.randrange(10)
-    return program(symbol, constant)
+def demonstration(name: str, rng: random.Random, p_right: float = 0.5) -> str:
+    """A weak demonstrator's completion for the task `name`: right with probability p_right, else another's."""
+    if rng.random() < p_right:
+        return completion(FUNCTIONS[name])
+    return completion(FUNCTIONS[rng.choice([other for other in FUNCTIONS if other != name])])
 
 
 def demonstrations(n: int, seed: int = 0) -> list[tuple[str, str]]:
@@ -62,8 +64,8 @@ def demonstrations(n: int, seed: int = 0) -> list[tuple[str, str]]:
     rng = random.Random(seed)
     pairs = []
     for _ in range(n):
-        op, k = rng.choice(list(OPS)), rng.randrange(10)
-        pairs.append((arithmetic_task(op, k).prompt, demonstration(op, k, rng)))
+        name = rng.choice(list(FUNCTIONS))
+        pairs.append((named_function_task(name).prompt, demonstration(name, rng)))
     return pairs
 
 

@@ -39,8 +39,8 @@ def tiny_llama(tokenizer: PreTrainedTokenizerFast, hidden: int = 128, layers: in
     return LlamaForCausalLM(config)
 
 
-def warm_started(seed: int = 0, sft_steps: int = 500) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast]:
-    """The tiny model after supervised warm start on the weak demonstrator's arithmetic programs (trainer.tasks):
+def warm_started(seed: int = 0, sft_steps: int = 400) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast]:
+    """The tiny model after supervised warm start on the weak demonstrator's completions (trainer.tasks):
     it writes the format and about half of the programs right, which leaves the other half to the reward."""
     tokenizer = byte_tokenizer()
     model = tiny_llama(tokenizer, seed=seed)
