@@ -14,8 +14,8 @@ from trainer.ppo import Config, group_scores, train
 from trainer.tasks import named_function_task
 from trainer.tiny import byte_tokenizer, tiny_llama, warm_started
 
-# Measured (README, "Policy client"): last-10 minus first-10 mean reward 0.06-0.09 over seeds 0-2.
-MIN_REWARD_GAIN = 0.03
+# Measured (README, "Policy client (PPO)"): last-10 minus first-10 mean reward 0.07-0.10 over seeds 0-3.
+MIN_REWARD_GAIN = 0.04
 
 
 def test_group_scores_leave_null_rewards_out_of_the_baseline_and_the_update():

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from rewardbox import Client
 from rewardbox.extract import extract_code
@@ -119,10 +119,13 @@ class Rollouts:
 def sample(policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: list[str], cfg: Config) -> Rollouts:
     device = policy.device
     enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+    # A generation config of our own, not the checkpoint's: its repetition penalty or top-p would make the sampling
+    # distribution differ from the one whose log-probabilities PPO computes.
+    settings = GenerationConfig(do_sample=True, temperature=cfg.temperature, top_k=0, top_p=1.0,
+                                max_new_tokens=cfg.max_new_tokens, eos_token_id=tokenizer.eos_token_id,
+                                pad_token_id=tokenizer.pad_token_id)
     with autocast(device):
-        out = policy.generate(**enc, do_sample=True, temperature=cfg.temperature, top_k=0, top_p=1.0,
-                              max_new_tokens=cfg.max_new_tokens, eos_token_id=tokenizer.eos_token_id,
-                              pad_token_id=tokenizer.pad_token_id)
+        out = policy.generate(**enc, generation_config=settings)
     n_prompt = enc["input_ids"].shape[1]
     completion = out[:, n_prompt:]
     is_eos = (completion == tokenizer.eos_token_id).int()
