@@ -1,6 +1,6 @@
 """PPO for a causal-LM policy scored by rewardbox: the whole algorithm in one file, read top to bottom (after CleanRL).
 
-    python -m trainer.ppo --url http://127.0.0.1:8000 --tiny --out runs/demo         # tiny model, SFT warm start
+    python -m trainer.ppo --url http://127.0.0.1:8000 --tiny --learning-rate 3e-4 --out runs/demo  # no download
     python -m trainer.ppo --url http://127.0.0.1:8000 --model PATH --tasks tasks.jsonl   # a local checkpoint
 
 One step:
@@ -57,7 +57,7 @@ class Config:
     group_size: int = 8  # completions per prompt; the group is the baseline
     max_new_tokens: int = 48
     temperature: float = 1.0
-    learning_rate: float = 1e-5
+    learning_rate: float = 1e-5  # for pretrained checkpoints; the tiny demo model learns at 3e-4
     ppo_epochs: int = 2
     minibatch_size: int = 32  # completions per optimiser step
     clip_eps: float = 0.2
