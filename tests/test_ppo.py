@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from transformers import AutoModelForCausalLM
 
 from trainer.ppo import Config, group_scores, train
@@ -85,3 +86,27 @@ def test_cli_trains_the_tiny_model_then_loads_its_checkpoint_with_itself_as_teac
                     str(first / "final"), "--out", str(second), *common], check=True, timeout=300)
     [row] = [json.loads(line) for line in (second / "log.jsonl").read_text().splitlines()]
     assert row["kl_teacher"] == pytest.approx(0.0, abs=1e-4)  # the teacher is the policy: no distillation pull yet
+
+
+def test_log_probs_of_a_left_padded_batch_match_each_row_scored_alone():
+    """GPT-2's absolute positions make this fail unless positions count real tokens only (RoPE alone would not)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from trainer.ppo import Rollouts, sample, token_logprobs
+
+    tokenizer = byte_tokenizer()
+    torch.manual_seed(1)
+    policy = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=128, n_embd=64, n_layer=2, n_head=4,
+                                        eos_token_id=tokenizer.eos_token_id,
+                                        pad_token_id=tokenizer.pad_token_id)).eval()
+    prompts = ["def f(x):\n    # double\n    return", "def f(x):\n    # remainder by three\n    return"]
+    torch.manual_seed(0)
+    batch = sample(policy, tokenizer, prompts, Config(max_new_tokens=6))
+    with torch.no_grad():
+        together, _ = token_logprobs(policy, batch, temperature=1.0)
+        for i, prompt in enumerate(prompts):
+            prompt_ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+            ids = torch.cat([prompt_ids, batch.input_ids[i:i + 1, batch.n_prompt:]], dim=1)
+            alone = Rollouts(ids, torch.ones_like(ids), batch.mask[i:i + 1], prompt_ids.shape[1], batch.texts[i:i + 1])
+            logp, _ = token_logprobs(policy, alone, temperature=1.0)
+            assert torch.allclose(logp[batch.mask[i:i + 1].bool()], together[i][batch.mask[i].bool()], atol=1e-4)
