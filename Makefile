@@ -6,6 +6,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# torch before the trainer extra: torch==2.13.0 is the CPU wheel these machines hold on disk, where the extra's
+# open range would fetch a multi-GB CUDA build. Elsewhere: make setup TORCH='torch'.
+TORCH ?= torch==2.13.0
 
 .PHONY: venv setup run test lint image bench
 
@@ -16,7 +19,8 @@ venv:
 
 $(VENV)/.stamp: pyproject.toml
 	@[ -x $(PY) ] || { echo "creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
-	$(VENV)/bin/pip install -q -e '.[dev]'
+	$(VENV)/bin/pip install -q '$(TORCH)'
+	$(VENV)/bin/pip install -q -e '.[dev,trainer]'
 	@touch $@
 
 # Host packages + Docker engine + sandbox image first: on a fresh Debian box it also installs python3-venv,
