@@ -8,7 +8,7 @@ Inputs come from one measuring job: candidate and reference run the item's tests
                    Interference only ever adds CPU time (cache misses, cycles stolen by other tenants), in bursts
                    and in sustained spells: each program's least disturbed run is its best estimate, and the job
                    is short (one sandbox, back-to-back runs), so a sustained spell raises both minima alike.
-                   2 rounds when every per-round ratio is <= 1.25 (all would score 1), else 3 to 5, until each
+                   2 rounds when every per-round ratio is <= 1.25 (all would score 1), else 5 to 7, until each
                    program's lowest run is confirmed by a second one within 5 % (or 0.5 ms). The median of the
                    per-round ratios is reported too (bench/efficiency_stability.py compares the two).
     time_score   = 1 if r <= 1.25, 0 if r >= 16 (or a timeout), else 1 - ln(r / 1.25) / ln(16 / 1.25)
