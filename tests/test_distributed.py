@@ -6,7 +6,9 @@ import json
 import os
 import signal
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -160,13 +162,21 @@ def test_identical_items_in_flight_run_once_across_requests(redis_server, procs)
     assert len(stored_client_ids(r, prefix, computed_only=False)) == 5
 
 
-def test_redis_restart_gives_503_and_infra_error_then_recovers(redis_server, procs):
-    prefix, env, r, api, url = start_cluster(redis_server, procs, 1)
+@contextmanager
+def batch_in_flight_when_redis_stops(redis_server, r, prefix: str, url: str) -> Iterator[Future]:
+    """Posts a batch of 10 slow items to the API at `url` and stops Redis once the first is done; yields the
+    batch's pending response."""
     items = [item(i, sleep_s=0.3) for i in range(10)]
     with ThreadPoolExecutor(1) as pool:
         batch = pool.submit(httpx.post, url + "/reward/batch", json={"items": items}, timeout=120)
         wait_until(lambda: r.zcard(f"{prefix}:rollouts") >= 1, 60, "the first item done")
         redis_server.stop()
+        yield batch
+
+
+def test_redis_restart_gives_503_and_infra_error_then_recovers(redis_server, procs):
+    prefix, env, r, api, url = start_cluster(redis_server, procs, 1)
+    with batch_in_flight_when_redis_stops(redis_server, r, prefix, url) as batch:
         started = time.monotonic()
         down = httpx.post(url + "/reward", json=item(1000), timeout=30)
         assert down.status_code == 503 and down.headers["Retry-After"]
@@ -186,11 +196,7 @@ def test_redis_restart_gives_503_and_infra_error_then_recovers(redis_server, pro
 
 def test_requests_waiting_while_redis_stays_down_answer_infra_error(redis_server, procs):
     prefix, env, r, api, url = start_cluster(redis_server, procs, 1)
-    items = [item(i, sleep_s=0.3) for i in range(10)]
-    with ThreadPoolExecutor(1) as pool:
-        batch = pool.submit(httpx.post, url + "/reward/batch", json={"items": items}, timeout=120)
-        wait_until(lambda: r.zcard(f"{prefix}:rollouts") >= 1, 60, "the first item done")
-        redis_server.stop()
+    with batch_in_flight_when_redis_stops(redis_server, r, prefix, url) as batch:
         started = time.monotonic()
         results = batch.result().json()["results"]  # Redis is still down: it cannot come from there
     assert time.monotonic() - started < 30
