@@ -294,7 +294,7 @@ class Runner:
         import node_lint  # JavaScript/TypeScript quality: a warm eslint under its own uid, started on first use
 
         self.node_linter = node_lint.NodeLinter(uid_base + 3, os.path.join(SCRATCH, "l"), enter_job, place_fds,
-                                                job_env)
+                                                job_env, self._fork, self._wait_child)
         self.zygote = self._start_zygote()
         self.lint_zygote = self._start_zygote()
         # The lint zygote imports and exercises pylint now (~1 s), while the runner finishes starting up.
