@@ -121,7 +121,7 @@ class EfficiencyGrader:
         measure = {"programs": programs, "order": list(codes), "once": ["noop"], "rounds": rounds,
                    "max_rounds": max(rounds, MAX_ROUNDS), "agree": AGREE, "full": FULL,
                    "graded_rounds": max(rounds, GRADED_ROUNDS),
-                   "points": work.points(), "total_s": limits.total_s}
+                   "points": work.points()}
         result = await self.pool.run(Job("measure", measure=measure, limits=limits))
         if result.status == Status.SANDBOX_ERROR:
             return None, "sandbox error"

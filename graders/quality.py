@@ -89,12 +89,11 @@ class QualityGrader:
             data = json.loads(result.stdout)
         except ValueError:
             return QualityReport(None, reason="linter output unreadable")
-        if not data.get("ok"):
-            messages = data.get("messages", [])
-            return QualityReport(0.0, reason="the program does not parse", messages=messages[:MAX_MESSAGES_IN_RESPONSE],
-                                 message_count=int(data.get("message_count", len(messages))))
         messages = data.get("messages", [])
         message_count = int(data.get("message_count", len(messages)))
+        if not data.get("ok"):
+            return QualityReport(0.0, reason="the program does not parse", messages=messages[:MAX_MESSAGES_IN_RESPONSE],
+                                 message_count=message_count)
         if "eslint_score" in data:
             eslint = float(data["eslint_score"])
             return QualityReport(round(eslint / 10.0, 6), eslint_score=eslint, suppressions=int(data["suppressions"]),

@@ -49,8 +49,8 @@ class Language:
         return self.source
 
     def compile_job(self, code: str, timeout_s: float, memory_mb: int | None = None) -> Job:
-        src = self.source_name(code)
-        argv = [a.format(src=src, main=java_main_class(code)) for a in self.compile_argv]
+        src, main = self.source_name(code), self.main_class(code)
+        argv = [a.format(src=src, main=main) for a in self.compile_argv]
         mem = (memory_mb or self.compile_memory_mb) + self.compile_headroom_mb
         limits = Limits(wall_s=timeout_s, total_s=timeout_s, cpu_s=timeout_s, memory_mb=mem,
                         output_bytes=ARTEFACT_CAP * 3 // 2, file_size_mb=ARTEFACT_CAP >> 20, nofile=256, nproc=128)
@@ -64,7 +64,12 @@ class Language:
         return {name: {"b64": data} for name, data in artefacts.items()}
 
     def run_argv_for(self, code: str, memory_mb: int) -> list[str]:
-        return [a.format(mem=memory_mb, main=java_main_class(code)) for a in self.run_argv]
+        main = self.main_class(code)
+        return [a.format(mem=memory_mb, main=main) for a in self.run_argv]
+
+    def main_class(self, code: str) -> str:
+        """Java's public class (the {main} placeholder; no other language's command line has one)."""
+        return java_main_class(code) if self.name == "java" else ""
 
     def run_limits(self, limits: Limits) -> Limits:
         if not self.as_headroom_mb:

@@ -20,15 +20,21 @@ KEY_FIELDS = ("language", "code", "tests", "limits", "reference_code", "profile"
 UNCACHEABLE = ("infra_error", "invalid_input")
 
 
-def code_versions() -> dict[str, str]:
-    """What a verdict depends on besides the item: service, in-sandbox runner, sandbox image content, hash seed.
-    Computed from the source tree, so API processes and workers of the same release agree without asking."""
+def replay_versions() -> dict[str, str]:
+    """What a replay must match: service and in-sandbox code, and the seed jobs run with (PYTHONHASHSEED)."""
     from sandboxes.backends.base import runner_digest
-    from sandboxes.image import image_tag
 
     from . import __version__
 
-    return {"rewardbox": __version__, "runner": runner_digest(), "image": image_tag(), "python_hash_seed": "0"}
+    return {"rewardbox": __version__, "runner": runner_digest(), "python_hash_seed": "0"}
+
+
+def code_versions() -> dict[str, str]:
+    """What a verdict depends on besides the item: the replay versions and the sandbox image content. Computed from
+    the source tree, so API processes and workers of the same release agree without asking."""
+    from sandboxes.image import image_tag
+
+    return {**replay_versions(), "image": image_tag()}
 
 
 def cache_key(item: RewardItem, versions: dict[str, str]) -> str:
@@ -37,8 +43,13 @@ def cache_key(item: RewardItem, versions: dict[str, str]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def cacheable_status(status: str) -> bool:
+    """Our own faults and bad input are never cached: asking again may give a verdict."""
+    return status not in UNCACHEABLE
+
+
 def cacheable(result: ItemResult) -> bool:
-    return result.status not in UNCACHEABLE
+    return cacheable_status(result.status)
 
 
 def as_hit(cached: dict[str, Any], item: RewardItem, rollout_id: str) -> ItemResult:

@@ -39,6 +39,11 @@ def result_ttl_s(s: Settings) -> int:
     return int(2 * s.max_item_s + s.claim_idle_s + 300)
 
 
+def reply_ttl_s(s: Settings) -> int:
+    """How long a request's reply list and waiter marks live: its deadline plus a whole item run twice."""
+    return int(s.deadline_s + 2 * s.max_item_s + 120)
+
+
 def connect(url: str, timeout_s: float = 5.0) -> aioredis.Redis:
     return aioredis.Redis.from_url(url, decode_responses=True, socket_timeout=timeout_s, socket_connect_timeout=2,
                                    retry_on_timeout=False)
@@ -93,7 +98,7 @@ class Queue:
 
     async def enqueue(self, reply: str, jobs: list[tuple[str, str, str]], use_cache: bool) -> list[Any]:
         """jobs: (job id, cache key or "", data json). Raises Overloaded, or Unavailable when Redis is down."""
-        ttl = int(self.settings.deadline_s + 2 * self.settings.max_item_s + 120)
+        ttl = reply_ttl_s(self.settings)
         args: list[Any] = [self.prefix, self.stream, self.settings.max_queued, reply, ttl, "1" if use_cache else "0"]
         for job in jobs:
             args += job
@@ -111,7 +116,7 @@ class Queue:
         return int(await self._record(args=[
             self.prefix, self.stream, entry, job_id, json.dumps(payload), record, status,
             s.redis_retention, key, "1" if cacheable else "0", int(s.result_cache_ttl_s) or 1, s.result_cache_size,
-            result_ttl_s(s), int(s.deadline_s + 2 * s.max_item_s + 120), "1" if only_if_undelivered else "0"]))
+            result_ttl_s(s), reply_ttl_s(s), "1" if only_if_undelivered else "0"]))
 
     async def ack(self, entry: str) -> None:
         """Done with an entry whose result is already recorded (a duplicate delivery)."""

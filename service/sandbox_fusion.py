@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, Field
@@ -93,15 +94,14 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
         return to_response(await executor.run(job))
     lang = LANGUAGES[language]
     build = await executor.builder.build(lang, req.code, min(req.compile_timeout, settings.max_item_s))
-    compiled = _compile_result(build)
     if build.status == "infra_error":
         return RunCodeResponse(status="SandboxError", message=build.diagnostics)
+    compiled = _compile_result(build)
     if not build.ok:
         return RunCodeResponse(status="Failed", message="compile error" if build.status == "syntax_error"
                                else build.diagnostics, compile_result=compiled, rewardbox={"status": build.status})
     job = lang.run_job(req.code, build.files, req.stdin or "", limits)
-    job = Job("run", program=job.program, stdin=job.stdin, files={**(files or {}), **(job.files or {})},
-              env=job.env, fetch_files=fetch, limits=job.limits)
+    job = dataclasses.replace(job, files={**(files or {}), **(job.files or {})}, fetch_files=fetch)
     response = to_response(await executor.run(job))
     response.compile_result = compiled
     return response

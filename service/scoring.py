@@ -18,12 +18,10 @@ from graders.pass_rate import pass_rate
 from graders.quality import QualityGrader, QualityReport
 from graders.tests import job_limits, run_tests
 from sandboxes import SandboxPool
-from sandboxes.backends.base import runner_digest
 from sandboxes.builds import Builder
 
-from . import __version__
+from .cache import replay_versions
 from .config import Settings
-from .metrics import Metrics
 from .models import Execution, ItemResult, RewardItem, TestVerdict
 from .reward import aggregate, components_needed, weights_for
 from .store import RolloutStore
@@ -34,30 +32,24 @@ LINTED_LANGUAGES = ("python", "javascript", "typescript")  # quality is null for
 
 
 class Scorer:
-    def __init__(self, pool: SandboxPool, settings: Settings, metrics: Metrics | None = None,
-                 store: RolloutStore | None = None) -> None:
+    def __init__(self, pool: SandboxPool, settings: Settings, store: RolloutStore | None = None) -> None:
         self.pool = pool
         self.settings = settings
-        self.metrics = metrics
-        self.store = store
+        self.store = store  # set where scoring itself stores the rollout (replay --local); executors store their own
         self.image_id = pool.backend.image_id()
-        # Everything a replay must match: service and in-sandbox code, and the seed jobs run with (PYTHONHASHSEED).
-        self.versions = {"rewardbox": __version__, "runner": runner_digest(), "python_hash_seed": "0"}
+        self.versions = replay_versions()
         self.quality = QualityGrader(pool, settings.lint_cache_size)
         self.efficiency = EfficiencyGrader(pool)
         self.builder = Builder(pool)  # compiled artefacts of the non-Python languages, by source hash
 
     async def score(self, item: RewardItem, rollout_id: str | None = None) -> ItemResult:
         rollout_id = rollout_id or uuid.uuid4().hex
-        started = time.perf_counter()
         try:
             result = await self._score(item, rollout_id)
         except Exception as e:  # noqa: BLE001 - never a verdict on the program
             log.exception("scoring failed")
             result = ItemResult(id=item.id, rollout_id=rollout_id, status="infra_error", reward=None,
                                 profile=item.profile, message=f"internal error: {type(e).__name__}: {e}")
-        if self.metrics is not None:
-            self.metrics.observe_item(result, time.perf_counter() - started)
         if self.store is not None:
             self.store.add(item.model_dump(mode="json"), result.model_dump(mode="json"), self.image_id,
                            self.versions)

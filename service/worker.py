@@ -22,7 +22,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from sandboxes import SandboxPool, choose_backend
 
-from .cache import UNCACHEABLE, cache_key, code_versions
+from .cache import cache_key, cacheable_status, code_versions
 from .config import Settings
 from .models import RewardItem
 from .redis_queue import DOWN, GROUP, HEARTBEAT_S, Queue, job_from_wire, not_started_payload
@@ -133,25 +133,25 @@ class Worker:
             await self.queue.ack(entry)
             return
         started = time.time()
+        item = RewardItem.model_validate(data["item"]) if data["kind"] == "score" else None
         if started > data["deadline"]:
             payload = not_started_payload(data, job_id)
-        elif data["kind"] == "run":
+        elif item is None:
             payload = (await self.pool.run(job_from_wire(data["job"]))).to_dict()
         else:
-            item = RewardItem.model_validate(data["item"])
             result = await self.scorer.score(item, job_id)
             result.details.setdefault("timings", {})["queue_ms"] = round((started - data["enqueued"]) * 1000, 3)
             payload = result.model_dump(mode="json")
-        await self._record(entry, job_id, data, payload)
+        await self._record(entry, job_id, data, payload, item)
 
-    async def _record(self, entry: str, job_id: str, data: dict[str, Any], payload: dict[str, Any]) -> None:
+    async def _record(self, entry: str, job_id: str, data: dict[str, Any], payload: dict[str, Any],
+                      item: RewardItem | None) -> None:
         record, key, ok = "", "", False
-        if data["kind"] == "score":
-            item = RewardItem.model_validate(data["item"])
+        if item is not None:
             if self.settings.db_path != "off":
                 record = rollout_record(data["item"], payload, self.scorer.image_id, self.scorer.versions)
             key = cache_key(item, self.key_versions)
-            ok = payload["status"] not in UNCACHEABLE
+            ok = cacheable_status(payload["status"])
         status = payload.get("status", "")
         delay = 0.2
         while True:  # a finished job is worth keeping: retry until Redis answers (or we are told to stop)

@@ -11,7 +11,8 @@ per io case), followed by the usual clean-up, so that:
 
 job = {"programs": {name: {"code", "module"}}, "order": [names alternated per round], "once": [names measured in
        the first round only], "points": [{"name", "judge": spec} | {"name", "io": [stdin, ...]}], "rounds": int,
-       "max_rounds": int, "graded_rounds": int, "agree": float, "full": float, "total_s": cap of the measurement}
+       "max_rounds": int, "graded_rounds": int, "agree": float, "full": float}
+(limits.total_s caps the whole measurement)
 After `rounds` rounds, more are run (up to `max_rounds`) unless every per-round ratio of the two programs in
 "order" at the first point is at most `full` (the ratio the host scores as 1): at least `graded_rounds`, and until
 each program has a second run within a factor 1 + agree (or 0.5 ms) of its lowest, so that one run hit by a burst
@@ -36,7 +37,7 @@ def measure_job(runner, job: dict, limits: dict) -> dict:
     agree = float(job.get("agree", 0.1))
     full = float(job.get("full", 0.0))
     graded_rounds = int(job.get("graded_rounds", rounds))
-    deadline = time.monotonic() + float(job.get("total_s", limits["total_s"]))
+    deadline = time.monotonic() + float(limits["total_s"])
     runs: list[dict] = []
     for rnd in range(max_rounds):
         if rnd >= rounds and _settled(runs, order, job["points"][0]["name"], agree, full, graded_rounds):
