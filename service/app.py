@@ -3,14 +3,15 @@ translate HTTP to calls on plain objects and back."""
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST
-from pydantic import TypeAdapter, ValidationError
 
 from sandboxes import SandboxPool, choose_backend
 
@@ -18,16 +19,16 @@ from . import __version__, dashboard, openrlhf, rollouts, sandbox_fusion
 from .auth import BearerAuth
 from .body_limit import BodyLimit
 from .config import Settings
-from .executor import Executor, LocalExecutor, Overloaded, Unavailable
+from .errors import NotStarted, Overloaded, Unavailable
+from .executor import Executor, LocalExecutor
 from .metrics import Metrics, RequestCounter
-from .models import PROFILES, SUPPORTED_LANGUAGES, BatchRequest, BatchResult, ItemResult, RewardItem
+from .models import MAX_DEADLINE_S, PROFILES, SUPPORTED_LANGUAGES, BatchRequest, BatchResult, ItemResult, RewardItem
 from .reward import DEFAULT_WEIGHTS
+from .schema import ERRORS, retry_after
 from .store import RolloutStore
+from .validation import TEST_KINDS, InvalidRequest, Problem, request_errors
 
-ITEM = TypeAdapter(RewardItem)
-TEST_KINDS = {"python": ["assert", "function", "io", "pytest"], "javascript": ["function", "io"],
-              "typescript": ["function", "io"], "c": ["io"], "cpp": ["io"], "java": ["io"], "go": ["io"],
-              "rust": ["io", "rust_test"], "bash": ["io"]}
+THREAD_AT = 64  # results: larger answers are serialised in a thread (the event loop keeps serving meanwhile)
 
 
 def create_app(settings: Settings | None = None, pool: SandboxPool | None = None) -> FastAPI:
@@ -61,10 +62,13 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
             store.close()
 
     app = FastAPI(title="rewardbox", version=__version__, lifespan=lifespan,
-                  description="Sandboxed code-execution rewards for RL training of code models.")
+                  description="Sandboxed code-execution rewards for RL training of code models. Every client "
+                  "mistake is answered 4xx with `detail: [{loc, msg, type}]` naming the field; 429, 503 and 504 "
+                  "come with `Retry-After`.")
     metrics = Metrics()
     app.state.metrics = metrics
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.state.settings = settings
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     app.add_middleware(RequestCounter, metrics=metrics)
     if settings.auth_token:
         app.add_middleware(BearerAuth, token=settings.auth_token)  # added last: runs first
@@ -76,67 +80,54 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
 
     @app.exception_handler(Overloaded)
     async def overloaded(request: Request, exc: Overloaded) -> JSONResponse:
-        return JSONResponse({"detail": f"overloaded: {exc}"}, status_code=429,
-                            headers={"Retry-After": str(exc.retry_after_s)})
+        return JSONResponse({"detail": f"overloaded: {exc}"}, status_code=429, headers=retry_after(exc))
 
     @app.exception_handler(Unavailable)
     async def unavailable(request: Request, exc: Unavailable) -> JSONResponse:
-        return JSONResponse({"detail": f"queue unavailable: {exc}"}, status_code=503,
-                            headers={"Retry-After": str(exc.retry_after_s)})
+        return JSONResponse({"detail": f"queue unavailable: {exc}"}, status_code=503, headers=retry_after(exc))
 
-    def check_item(item: RewardItem) -> str | None:
-        """Checks that depend on settings; returns a message naming the field at fault."""
-        if item.language not in SUPPORTED_LANGUAGES:
-            return f"language: {item.language!r} is not supported; supported: {', '.join(SUPPORTED_LANGUAGES)}"
-        if item.tests is not None and item.tests.kind not in TEST_KINDS[item.language]:
-            return (f"tests.kind: {item.tests.kind!r} is not available for {item.language}; available: "
-                    f"{', '.join(TEST_KINDS[item.language])}")
-        if len(item.code.encode()) > settings.max_code_bytes:
-            return f"code: longer than {settings.max_code_bytes} bytes"
-        if item.limits.timeout_s > settings.max_timeout_s:
-            return f"limits.timeout_s: at most {settings.max_timeout_s:g}"
-        if item.limits.memory_mb > settings.max_memory_mb:
-            return f"limits.memory_mb: at most {settings.max_memory_mb}"
-        return None
+    @app.exception_handler(NotStarted)
+    async def not_started(request: Request, exc: NotStarted) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=504, headers=retry_after(exc))
 
-    def invalid(item_id: Any, message: str, profile: Any = None) -> ItemResult:
-        return ItemResult(id=item_id if isinstance(item_id, str) else None, rollout_id="", status="invalid_input",
-                          reward=None, profile=profile if isinstance(profile, str) else None, message=message)
+    @app.exception_handler(InvalidRequest)
+    async def invalid_request(request: Request, exc: InvalidRequest) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status_code)
 
-    @app.post("/reward", response_model=ItemResult, response_model_exclude_none=False)
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(request: Request, exc: RequestValidationError) -> JSONResponse:
+        """pydantic's errors with loc, msg and type, never the input (NaN, bytes, megabytes). An unsupported
+        language is 400 with the supported list."""
+        detail = request_errors(exc.errors())
+        if any(d["type"] == "unsupported_language" for d in detail):
+            return JSONResponse({"detail": [{**d, "supported": list(SUPPORTED_LANGUAGES)} for d in detail]}, 400)
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    @app.post("/reward", response_model=ItemResult, response_model_exclude_none=False,
+              responses=ERRORS(400, 413, 422, 429, 503))
     async def reward(item: RewardItem, request: Request,
-                     deadline_s: float | None = Query(None, gt=0, description="items not started by then: "
-                                                      "infra_error")) -> ItemResult:
-        problem = check_item(item)
-        if problem:
-            field = problem.split(":", 1)[0]
-            status = 400 if field == "language" else 422
-            raise HTTPException(status, detail=[{"loc": ["body", *field.split(".")], "msg": problem,
-                                                 "supported": list(SUPPORTED_LANGUAGES)} if status == 400 else
-                                                {"loc": ["body", *field.split(".")], "msg": problem}])
-        return (await request.app.state.executor.score_many([item], deadline_s))[0]
+                     deadline_s: float | None = Query(None, gt=0, le=MAX_DEADLINE_S, description="items not "
+                                                      "started by then: infra_error")) -> ItemResult:
+        result = (await request.app.state.executor.score_many([item], deadline_s))[0]
+        if result.status == "invalid_input":  # a lone item: its mistake is the request's
+            raise InvalidRequest([Problem(tuple(e["loc"]), e["msg"], e["type"])
+                                  for e in result.details.get("invalid", [])]
+                                 or [Problem((), result.message)])
+        return result
 
-    @app.post("/reward/batch", response_model=BatchResult)
-    async def reward_batch(batch: BatchRequest, request: Request) -> BatchResult:
+    @app.post("/reward/batch", response_model=BatchResult, responses=ERRORS(413, 422, 429, 503))
+    async def reward_batch(batch: BatchRequest, request: Request) -> Any:
         if len(batch.items) > settings.max_batch:
-            raise HTTPException(422, detail=[{"loc": ["body", "items"],
-                                              "msg": f"at most {settings.max_batch} items per batch"}])
+            raise InvalidRequest([Problem(("items",), f"at most {settings.max_batch} items per batch",
+                                          "too_long")])
         executor: Executor = request.app.state.executor
+        results = await executor.score_many(batch.items, batch.deadline_s)
 
-        def validate(raw: Any) -> ItemResult | RewardItem:
-            raw_dict = raw if isinstance(raw, dict) else {}
-            try:
-                item = ITEM.validate_python(raw)
-            except ValidationError as e:
-                fields = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors())
-                return invalid(raw_dict.get("id"), fields, raw_dict.get("profile"))
-            problem = check_item(item)
-            return invalid(item.id, problem, item.profile) if problem else item
+        def body() -> bytes:
+            return BatchResult(results=results).model_dump_json().encode()
 
-        checked = [validate(raw) for raw in batch.items]
-        items = [c for c in checked if isinstance(c, RewardItem)]
-        scored = iter(await executor.score_many(items, batch.deadline_s) if items else [])
-        return BatchResult(results=[next(scored) if isinstance(c, RewardItem) else c for c in checked])
+        content = await asyncio.to_thread(body) if len(results) >= THREAD_AT else body()
+        return Response(content, media_type="application/json")
 
     @app.get("/metrics")
     async def prometheus_metrics(request: Request) -> Response:
@@ -167,7 +158,8 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
             "limits": {"max_batch": settings.max_batch, "max_body_bytes": settings.max_body_bytes,
                        "max_code_bytes": settings.max_code_bytes, "max_timeout_s": settings.max_timeout_s,
                        "max_memory_mb": settings.max_memory_mb, "max_item_s": settings.max_item_s,
-                       "max_queued": settings.max_queued, "deadline_s": settings.deadline_s},
+                       "max_cases": settings.max_cases, "max_queued": settings.max_queued,
+                       "deadline_s": settings.deadline_s},
             "mode": "distributed" if settings.redis_url else "embedded",
             "sandbox": {"backend": snap["backend"], "image": executor.image_id, "pool_size": snap["size"]},
         }

@@ -85,8 +85,7 @@ def run(samples_path: str, dataset: str, profile: str, ks: tuple[int, ...] = (1,
         summary = summarise(samples, results, ks)
         summary.update(dataset=dataset, profile=profile, samples_file=samples_path,
                        wall_s=round(time.perf_counter() - started, 3))
-        summary["run_id"] = client._post("/runs", {"name": f"{dataset}:{Path(samples_path).name}",
-                                                   "summary": summary})["id"]
+        summary["run_id"] = client.record_run(f"{dataset}:{Path(samples_path).name}", summary)
     return summary
 
 

@@ -1,20 +1,27 @@
-"""ASGI middleware: requests over the body limit get 413, and the client still reads it.
+"""ASGI middleware: a request body is bounded in size (413) and in the time it takes to arrive (408).
 
-The body is drained (read and dropped) before answering, so a client that is still sending does not see its
-connection reset before the 413 arrives; nothing beyond the limit is kept in memory.
+A body whose declared or received size is over the limit is answered 413 at once: nothing beyond the limit is
+kept in memory, and the server keeps reading and dropping what the client still sends (uvicorn discards the body
+of a request that has been answered), so the client reads the 413 instead of a reset connection; the
+connection's request-head timer (service/http_server.py) then bounds how long that may take. A body that has not
+arrived whole within `timeout_s` (a client that declared a length and sends nothing, or trickles) is answered
+408 and the connection closed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float = 60.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
@@ -22,21 +29,24 @@ class BodyLimit:
             return
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._drain(receive)
-            await self._reject(send)
+            await self._answer(send, 413, f"request body exceeds {self.max_bytes} bytes")
             return
         chunks: list[bytes] = []
         size = 0
+        deadline = time.monotonic() + self.timeout_s
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(deadline - time.monotonic(), 0.0))
+            except TimeoutError:
+                await self._answer(send, 408, f"the request body did not arrive within {self.timeout_s:g} s",
+                                   close=True)
+                return
             if message["type"] == "http.disconnect":
                 return
             size += len(message.get("body", b""))
             if size > self.max_bytes:
                 chunks.clear()
-                if message.get("more_body"):
-                    await self._drain(receive)
-                await self._reject(send)
+                await self._answer(send, 413, f"request body exceeds {self.max_bytes} bytes")
                 return
             chunks.append(message.get("body", b""))
             if not message.get("more_body"):
@@ -54,14 +64,10 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     @staticmethod
-    async def _drain(receive: Receive) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect" or not message.get("more_body"):
-                return
-
-    async def _reject(self, send: Send) -> None:
-        body = json.dumps({"detail": f"request body exceeds {self.max_bytes} bytes"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    async def _answer(send: Send, status: int, detail: str, close: bool = False) -> None:
+        body = json.dumps({"detail": detail}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        if close:
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})

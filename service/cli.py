@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import sys
@@ -42,7 +43,7 @@ def cmd_list(args: argparse.Namespace) -> None:
             params["status"] = args.status
         if args.language:
             params["language"] = args.language
-        page = client._http.get("/rollouts", params=params).raise_for_status().json()
+        page = client.rollouts(**params)
     rows = [[r["id"], datetime.fromtimestamp(r["created_at"]).isoformat(timespec="seconds"), r["status"],
              r["profile"] or "", "null" if r["reward"] is None else f"{r['reward']:.3f}", r["client_id"] or ""]
             for r in page["rollouts"]]
@@ -50,8 +51,15 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 
 def _print_replay(replay: dict) -> None:
-    print(f"replay of {replay['replay_of']} -> {replay['rollout_id']}: "
-          + ("identical" if replay["identical"] else "DIFFERENT (nondeterminism or a changed image/grader)"))
+    if not replay["identical"]:
+        verdict = "DIFFERENT (nondeterminism or a changed image/grader)"
+    elif replay.get("exact", True):
+        verdict = "identical"
+    else:
+        exact = replay["exact_diff"]
+        moved = [k for k in exact if k != "components"] + [f"components.{n}" for n in exact.get("components", {})]
+        verdict = f"identical within the documented tolerances (measured values moved: {', '.join(moved)})"
+    print(f"replay of {replay['replay_of']} -> {replay['rollout_id']}: {verdict}")
     if not replay.get("same_image_and_versions", True):
         print("note: the sandbox image or grader versions differ from the stored rollout's")
     rows = []
@@ -69,7 +77,7 @@ async def _replay_local(rollout_id: str) -> dict:
 
     from .config import Settings
     from .models import RewardItem
-    from .replay import diff_results
+    from .replay import compare
     from .scoring import Scorer
     from .store import RolloutStore
 
@@ -81,8 +89,7 @@ async def _replay_local(rollout_id: str) -> dict:
         scorer = Scorer(pool, Settings.from_env(), store=store)
         result = (await scorer.score(RewardItem.model_validate(record["request"]))).model_dump(mode="json")
         same = record["image"] == scorer.image_id and record["versions"] == scorer.versions
-    diff = diff_results(record["result"], result)
-    return {"rollout_id": result["rollout_id"], "replay_of": rollout_id, "identical": not diff, "diff": diff,
+    return {"rollout_id": result["rollout_id"], "replay_of": rollout_id, **compare(record["result"], result),
             "same_image_and_versions": same, "result": result}
 
 
@@ -91,19 +98,16 @@ def cmd_replay(args: argparse.Namespace) -> None:
         replay = asyncio.run(_replay_local(args.rollout_id))
     else:
         with _client() as client:
-            replay = client._http.post(f"/rollouts/{args.rollout_id}/replay").raise_for_status().json()
+            replay = client.replay(args.rollout_id)
     _print_replay(replay)
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    with _client() as client, client._http.stream("GET", "/rollouts/export",
-                                                  params={"failed": str(args.failed).lower()}) as r:
-        r.raise_for_status()
-        count = 0
-        for line in r.iter_lines():
-            if line:
-                sys.stdout.write(line + "\n")
-                count += 1
+    count = 0
+    with _client() as client:
+        for record in client.export(failed=str(args.failed).lower()):
+            sys.stdout.write(json.dumps(record) + "\n")
+            count += 1
     print(f"exported {count} rollouts", file=sys.stderr)
 
 
@@ -135,12 +139,13 @@ def main(argv: list[str] | None = None) -> None:
     export.add_argument("--failed", action="store_true")
     args = parser.parse_args(argv)
     if args.command == "serve":
-        import uvicorn
-
         from .app import create_app
+        from .config import Settings
+        from .http_server import serve as serve_http
 
         logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level)
+        settings = Settings.from_env()
+        serve_http(create_app(settings), args.host, args.port, args.log_level, settings.header_timeout_s)
     elif args.command == "worker":
         from .config import Settings
         from .worker import healthy

@@ -1,9 +1,11 @@
 """Where items are scored: the seam between the routes and the sandboxes.
 
 `Executor` is what the routes call. `LocalExecutor` (embedded mode, no REDIS_URL) scores in this process on a
-local warm pool; `service.redis_queue.RedisExecutor` (distributed mode) hands items to `rewardbox worker`
-processes through Redis. Both answer the same results, consult the result cache, refuse work beyond the queue
-bound (Overloaded -> 429) and turn items not started by the request's deadline into infra_error.
+local warm pool; `service.redis_executor.RedisExecutor` (distributed mode) hands items to `rewardbox worker`
+processes through Redis. Both validate every item (service/validation.py: every route goes through here), answer
+the same results, consult the result cache, admit work up to the queue bound (service/admission.py: Overloaded ->
+429), share the sandboxes fairly between requests (service/fair.py) and turn items not started by the request's
+deadline into infra_error.
 """
 
 from __future__ import annotations
@@ -11,32 +13,25 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
 
 from sandboxes import Job, Result, SandboxPool
 from sandboxes.builds import Builder
 
+from .admission import Admission, Ticket
 from .cache import LocalResultCache, as_hit, cache_key, cacheable, code_versions
 from .config import Settings
+from .errors import NotStarted, Overloaded, Unavailable
+from .fair import LANE, RUNS, FairSlots, item_scope, request_scope
 from .metrics import Metrics
 from .models import ItemResult, RewardItem
 from .scoring import Scorer
+from .validation import InvalidRequest, Problem, check_item, item_work, parse_item, value_problem
 
-
-class Overloaded(Exception):
-    """More queued work than the bound allows: the client should come back after `retry_after_s`."""
-
-    def __init__(self, message: str, retry_after_s: int = 1) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-
-
-class Unavailable(Exception):
-    """The queue (Redis) cannot be reached: nothing was accepted."""
-
-    def __init__(self, message: str, retry_after_s: int = 2) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
+__all__ = ["Executor", "LocalExecutor", "NotStarted", "Overloaded", "Unavailable", "not_started"]
+THREAD_AT = 32  # items: larger requests are validated in a thread, so the event loop keeps answering meanwhile
 
 
 class Executor(Protocol):
@@ -50,8 +45,16 @@ class Executor(Protocol):
 
     async def close(self) -> None: ...
 
-    async def score_many(self, items: list[RewardItem], deadline_s: float | None = None,
-                         use_cache: bool = True) -> list[ItemResult]: ...
+    async def score_many(self, items: Sequence[RewardItem | Any], deadline_s: float | None = None,
+                         use_cache: bool = True) -> list[ItemResult]:
+        """Raw items (batch JSON) or validated ones; each is checked here, and one that is invalid comes back
+        invalid_input on its own. Raises Overloaded / Unavailable (nothing was accepted) or InvalidRequest (the
+        request as a whole can never be accepted)."""
+        ...
+
+    def admit(self, work: int, deadline_s: float | None = None) -> AbstractAsyncContextManager[None]:
+        """Around a /run_code request's jobs: admission and its fair share. Raises Overloaded or NotStarted."""
+        ...
 
     async def run(self, job: Job) -> Result: ...
 
@@ -67,19 +70,51 @@ def not_started(item: RewardItem, rollout_id: str, deadline_s: float) -> ItemRes
                       message=f"not started within the request's deadline of {deadline_s:g}s")
 
 
+def invalid_result(raw: Any, problem: Problem) -> ItemResult:
+    """An item the service will not run: reward null, the field at fault in `message` and `details.invalid`."""
+    fields = raw if isinstance(raw, dict) else {"id": getattr(raw, "id", None),
+                                                "profile": getattr(raw, "profile", None)}
+
+    def echo(value: Any) -> str | None:
+        ok = isinstance(value, str) and len(value) <= 256 and value_problem(value) is None
+        return value if ok else None
+
+    return ItemResult(id=echo(fields.get("id")), rollout_id="", status="invalid_input", reward=None,
+                      profile=echo(fields.get("profile")), message=problem.message,
+                      details={"invalid": [problem.error(prefix=())]})
+
+
+async def checked(items: Sequence[RewardItem | Any], settings: Settings) -> list[RewardItem | Problem]:
+    """Every item parsed and checked; a large request in a thread (pydantic holds the GIL in bursts of one item,
+    so the event loop still runs between them)."""
+
+    def check_all() -> list[RewardItem | Problem]:
+        return [check_item(x, settings) if isinstance(x, RewardItem) else parse_item(x, settings) for x in items]
+
+    return await asyncio.to_thread(check_all) if len(items) >= THREAD_AT else check_all()
+
+
+def too_big(work: int, bound: int) -> InvalidRequest:
+    return InvalidRequest([Problem(("items",), f"the request holds {work} test cases to run; at most {bound} are "
+                                   "accepted at once (REWARDBOX_MAX_QUEUED): send it in smaller requests",
+                                   "too_long")])
+
+
 class LocalExecutor:
-    """Embedded mode: a local pool, an in-process result cache, the rollout store on SQLite."""
+    """Embedded mode: a local pool, an in-process result cache over the rollout store (SQLite)."""
 
     def __init__(self, pool: SandboxPool, settings: Settings, metrics: Metrics, store: Any) -> None:
-        self.pool, self.settings, self.metrics, self.store = pool, settings, metrics, store
+        self.settings, self.metrics, self.store = settings, metrics, store
         self.scorer = Scorer(pool, settings)
+        self.pool = self.scorer.pool  # the FairPool every job goes through
         self.image_id, self.versions = self.scorer.image_id, self.scorer.versions
         self.builder = self.scorer.builder
         self.cache = LocalResultCache(settings.result_cache_size, settings.result_cache_ttl_s)
         self.key_versions = code_versions()
-        # Items scored at once: two per sandbox keeps every sandbox busy while an item grades or lints.
-        self._slots = asyncio.Semaphore(settings.worker_concurrency or 2 * pool.size)
-        self._waiting = 0
+        self.admission = Admission(settings.max_queued)
+        # Items scored at once: two per sandbox keeps every sandbox busy while an item grades or lints. Taken in
+        # turns by request, like the sandboxes: a big batch cannot hold them all while a small request waits.
+        self.item_slots = FairSlots(settings.worker_concurrency or 2 * pool.size)
         self._inflight: dict[str, asyncio.Future[dict]] = {}
 
     async def start(self) -> None:
@@ -89,7 +124,7 @@ class LocalExecutor:
         pass
 
     def queued(self) -> int:
-        return self._waiting
+        return self.admission.queued
 
     def snapshot(self) -> dict:
         return self.pool.snapshot()
@@ -100,20 +135,64 @@ class LocalExecutor:
     async def run(self, job: Job) -> Result:
         return await self.pool.run(job)
 
-    async def score_many(self, items: list[RewardItem], deadline_s: float | None = None,
+    @asynccontextmanager
+    async def admit(self, work: int, deadline_s: float | None = None) -> AsyncIterator[None]:
+        deadline_s = deadline_s or self.settings.deadline_s
+        if work > self.admission.bound:
+            raise too_big(work, self.admission.bound)
+        with self.admission.reserve(work) as ticket, request_scope(RUNS):
+            if not await self.item_slots.acquire((*LANE.get(), 0), deadline_s):
+                raise NotStarted(f"not started within the request's deadline of {deadline_s:g}s")
+            ticket.close()
+            try:
+                yield
+            finally:
+                self.item_slots.release()
+
+    async def score_many(self, items: Sequence[RewardItem | Any], deadline_s: float | None = None,
                          use_cache: bool = True) -> list[ItemResult]:
         deadline_s = deadline_s or self.settings.deadline_s
-        keys = [cache_key(item, self.key_versions) for item in items]
-        new = len({k for k in keys if not (use_cache and (self.cache.get(k) or k in self._inflight))})
-        if self._waiting + new > self.settings.max_queued:
-            self.metrics.rejected.labels("overloaded").inc(len(items))
-            raise Overloaded(f"{self._waiting} items queued; the bound is {self.settings.max_queued}")
         deadline = time.monotonic() + deadline_s
-        return list(await asyncio.gather(*(self._one(item, key, deadline, deadline_s, use_cache)
-                                           for item, key in zip(items, keys, strict=True))))
+        estimate = sum(item_work(x) for x in items)
+        # Reserved before anything is spent on the request; resized to its real work once that is known.
+        with self.admission.reserve(min(estimate, self.admission.bound)) as ticket, request_scope():
+            try:
+                parsed = await checked(items, self.settings)
+                valid = [(i, x) for i, x in enumerate(parsed) if isinstance(x, RewardItem)]
+                keys = [cache_key(x, self.key_versions) for _, x in valid]
+                new = self._new_work(valid, keys, use_cache)
+                if new > self.admission.bound:
+                    raise too_big(new, self.admission.bound)
+                ticket.resize(new)
+            except Overloaded:
+                self.metrics.rejected.labels("overloaded").inc(len(items))
+                raise
+            results: list[ItemResult | None] = [
+                invalid_result(raw, p) if isinstance(p, Problem) else None for raw, p in zip(items, parsed,
+                                                                                            strict=True)]
+            scored = await asyncio.gather(*(self._one(item, key, i, deadline, deadline_s, use_cache, ticket)
+                                            for (i, item), key in zip(valid, keys, strict=True)))
+            for (i, _), result in zip(valid, scored, strict=True):
+                results[i] = result
+        return [r for r in results if r is not None]
 
-    async def _one(self, item: RewardItem, key: str, deadline: float, deadline_s: float,
-                   use_cache: bool) -> ItemResult:
+    def _new_work(self, valid: list[tuple[int, RewardItem]], keys: list[str], use_cache: bool) -> int:
+        """The work this request brings: items not cached (in memory or in the store) and not being scored now,
+        each key counted once. Verdicts found in the store go into the memory cache for _one to find."""
+        if not use_cache:
+            return sum(item_work(item) for _, item in valid)
+        missing = [k for k in keys if self.cache.get(k) is None and k not in self._inflight]
+        if missing and self.store is not None and self.settings.result_cache_size > 0:
+            for key, result in self.store.cached(list(set(missing)), self.settings.result_cache_ttl_s).items():
+                self.cache.put(key, result)
+        work: dict[str, int] = {}
+        for (_, item), key in zip(valid, keys, strict=True):
+            if key not in self._inflight and self.cache.get(key) is None:
+                work.setdefault(key, item_work(item))
+        return sum(work.values())
+
+    async def _one(self, item: RewardItem, key: str, index: int, deadline: float, deadline_s: float,
+                   use_cache: bool, ticket: Ticket) -> ItemResult:
         started = time.perf_counter()
         rollout_id = uuid.uuid4().hex
         if use_cache:
@@ -122,13 +201,14 @@ class LocalExecutor:
                 cached = await asyncio.shield(self._inflight[key])
             if cached is not None:
                 self.metrics.result_cache.labels("hit").inc()
-                return self._finish(item, as_hit(cached, item, rollout_id), started)
+                return self._finish(item, as_hit(cached, item, rollout_id), started, None)
             self.metrics.result_cache.labels("miss").inc()
         future: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
         if use_cache:
             self._inflight[key] = future
         try:
-            result = await self._score(item, rollout_id, deadline, deadline_s)
+            with item_scope(index):
+                result = await self._score(item, rollout_id, deadline, deadline_s, ticket)
             payload = result.model_dump(mode="json")
             if cacheable(result):
                 self.cache.put(key, payload)
@@ -138,28 +218,26 @@ class LocalExecutor:
                 del self._inflight[key]
             if not future.done():
                 future.cancel()
-        return self._finish(item, result, started)
+        return self._finish(item, result, started, key if cacheable(result) else None)
 
-    async def _score(self, item: RewardItem, rollout_id: str, deadline: float, deadline_s: float) -> ItemResult:
+    async def _score(self, item: RewardItem, rollout_id: str, deadline: float, deadline_s: float,
+                     ticket: Ticket) -> ItemResult:
         queued = time.perf_counter()
-        self._waiting += 1
-        try:
-            await asyncio.wait_for(self._slots.acquire(), max(deadline - time.monotonic(), 0.0))
-        except TimeoutError:
+        got = await self.item_slots.acquire((*LANE.get(), rollout_id), max(deadline - time.monotonic(), 0.0))
+        ticket.started(item_work(item))
+        if not got:
             return not_started(item, rollout_id, deadline_s)
-        finally:
-            self._waiting -= 1
         waited_ms = (time.perf_counter() - queued) * 1000
         try:
             result = await self.scorer.score(item, rollout_id)
         finally:
-            self._slots.release()
+            self.item_slots.release()
         result.details.setdefault("timings", {})["queue_ms"] = round(waited_ms, 3)
         return result
 
-    def _finish(self, item: RewardItem, result: ItemResult, started: float) -> ItemResult:
+    def _finish(self, item: RewardItem, result: ItemResult, started: float, key: str | None) -> ItemResult:
         self.metrics.observe_item(result, time.perf_counter() - started)
         if self.store is not None:
             self.store.add(item.model_dump(mode="json"), result.model_dump(mode="json"), self.image_id,
-                           self.versions)
+                           self.versions, cache_key=key)
         return result

@@ -5,14 +5,21 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 SUPPORTED_LANGUAGES = ("python", "javascript", "typescript", "c", "cpp", "java", "go", "rust", "bash")
 PROFILES = ("seed", "gated", "binary", "coderl")
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")
+MAX_WEIGHT = 100.0  # weights are never renormalised: this bounds a reward at 4 x MAX_WEIGHT
+UNSUPPORTED_LANGUAGE = "unsupported_language"  # the error type answered 400 (with the supported list), not 422
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Request models: unknown fields are refused, numbers are finite (NaN and infinity cannot reach a limit or a
+    weight, nor an error body that echoes them), and numeric fields are declared strict one by one (JSON `false`
+    is not 0)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Scaling(Strict):
@@ -20,7 +27,8 @@ class Scaling(Strict):
 
     generator: str = Field(min_length=1, description="trusted source defining the generator function")
     function: str = Field("generate", min_length=1, description="name of the generator function in `generator`")
-    sizes: list[int] = Field(min_length=3, max_length=8, description="input sizes n, increasing, max >= 4 x min")
+    sizes: list[Annotated[int, Field(strict=True)]] = Field(min_length=3, max_length=8,
+                                                            description="input sizes n, increasing, max >= 4 x min")
 
     @field_validator("sizes")
     @classmethod
@@ -70,12 +78,12 @@ class FunctionTests(Strict):
     kind: Literal["function"]
     entry_point: str = Field(min_length=1)
     cases: list[FunctionCase] = Field(min_length=1)
-    float_tol: float | None = Field(None, ge=0)
+    float_tol: float | None = Field(None, ge=0, strict=True)
     scaling: Scaling | None = None
 
 
 class FloatTolerance(Strict):
-    float_tol: float = Field(ge=0)
+    float_tol: float = Field(ge=0, strict=True)
 
 
 class IOCase(Strict):
@@ -106,16 +114,21 @@ Tests = Annotated[AssertTests | FunctionTests | IOTests | PytestTests | RustTest
 
 
 class ItemLimits(Strict):
-    timeout_s: float = Field(10.0, gt=0, description="wall-clock limit of each test case")
-    memory_mb: int = Field(512, ge=32, description="address-space limit of the program")
-    compile_timeout_s: float = Field(30.0, gt=0, le=120, description="wall/CPU limit of the compile step")
+    timeout_s: float = Field(10.0, gt=0, strict=True, description="wall-clock limit of each test case")
+    memory_mb: int = Field(512, ge=32, strict=True, description="address-space limit of the program")
+    compile_timeout_s: float = Field(30.0, gt=0, le=120, strict=True,
+                                     description="wall/CPU limit of the compile step")
+
+
+def _weight(default: float) -> Any:
+    return Field(default, ge=0, le=MAX_WEIGHT, strict=True)
 
 
 class Weights(Strict):
-    executability: float = Field(0.4, ge=0)
-    pass_rate: float = Field(0.35, ge=0)
-    quality: float = Field(0.15, ge=0)
-    efficiency: float = Field(0.1, ge=0)
+    executability: float = _weight(0.4)
+    pass_rate: float = _weight(0.35)
+    quality: float = _weight(0.15)
+    efficiency: float = _weight(0.1)
 
     @model_validator(mode="after")
     def _positive_sum(self) -> Weights:
@@ -136,19 +149,28 @@ class RewardItem(Strict):
     reference_code: str | None = None
     profile: Literal["seed", "gated", "binary", "coderl"] = "seed"
     weights: Weights | None = None
-    flag_penalty: float = Field(0.0, ge=0, le=10)
+    flag_penalty: float = Field(0.0, ge=0, le=10, strict=True)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("language")
     @classmethod
-    def _lower(cls, v: str) -> str:
-        return v.strip().lower()
+    def _supported(cls, v: str) -> str:
+        name = v.strip().lower()
+        if name not in SUPPORTED_LANGUAGES:
+            raise PydanticCustomError(UNSUPPORTED_LANGUAGE, "'{language}' is not supported; supported: {supported}",
+                                      {"language": v[:64], "supported": ", ".join(SUPPORTED_LANGUAGES)})
+        return name
 
 
-class BatchRequest(BaseModel):
-    items: list[Any] = Field(min_length=1)
-    deadline_s: float | None = Field(None, gt=0, description="items not started this many seconds after the request"
-                                     " arrived come back as infra_error (default REWARDBOX_DEADLINE_S)")
+MAX_DEADLINE_S = 3600.0
+Deadline = Annotated[float, Field(gt=0, le=MAX_DEADLINE_S, strict=True, allow_inf_nan=False)]
+
+
+class BatchRequest(Strict):
+    items: list[Any] = Field(min_length=1, description="reward items; each is validated on its own, and one that "
+                             "is invalid comes back invalid_input without failing the others")
+    deadline_s: Deadline | None = Field(None, description="items not started this many seconds after the request"
+                                        " arrived come back as infra_error (default REWARDBOX_DEADLINE_S)")
 
 
 class TestVerdict(BaseModel):

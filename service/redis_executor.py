@@ -1,7 +1,7 @@
-"""Distributed mode's API side (REDIS_URL): admit a request's items onto the Redis stream (all or none), wait for
-their results from `rewardbox worker`s, answer cache hits and identical in-flight items without running them again.
-When Redis is down new requests get 503; items whose queue was lost, or that Redis cannot answer for
-GIVE_UP_DOWN_S, come back infra_error."""
+"""Distributed mode's API side (REDIS_URL): validate a request's items, admit them onto the Redis stream by their
+work (all or none), wait for their results from `rewardbox worker`s, answer cache hits and identical in-flight
+items without running them again. When Redis is down new requests get 503; items whose queue was lost, or that
+Redis cannot answer for GIVE_UP_DOWN_S, come back infra_error."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -20,13 +22,16 @@ from redis.exceptions import RedisError
 from sandboxes import Job, Result
 from sandboxes.builds import Builder
 
+from .admission import Admission, Ticket
 from .cache import as_hit, cache_key, code_versions
 from .config import Settings
-from .executor import Overloaded, Unavailable
+from .errors import NotStarted, Overloaded, Unavailable
+from .executor import checked, invalid_result, too_big
 from .metrics import Metrics
 from .models import ItemResult, RewardItem
 from .redis_queue import DOWN, Queue, connect, not_started_payload
 from .redis_store import RedisRolloutStore, rollout_record
+from .validation import Problem, item_work
 
 log = logging.getLogger("rewardbox.api")
 WORKER_STALE_S = 15.0  # a worker whose last heartbeat is older is not counted
@@ -53,7 +58,9 @@ class RedisExecutor:
         self._epoch_of: dict[str, str] = {}  # our jobs -> the Redis epoch they were enqueued in
         self._down_since: float | None = None
         self._snapshot: dict[str, Any] = _empty_snapshot()
-        self._lint_hits = self._queued = 0
+        self._lint_hits = 0
+        # This process's requests between arrival and enqueue; `elsewhere` is the queue in Redis as last seen.
+        self.admission = Admission(settings.max_queued)
         self._tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
@@ -74,7 +81,7 @@ class RedisExecutor:
             self.store.close()
 
     def queued(self) -> int:
-        return self._queued
+        return self.admission.elsewhere + self.admission.queued
 
     def snapshot(self) -> dict:
         return self._snapshot
@@ -84,44 +91,80 @@ class RedisExecutor:
 
     # -- scoring
 
-    async def score_many(self, items: list[RewardItem], deadline_s: float | None = None,
+    async def score_many(self, items: Sequence[RewardItem | Any], deadline_s: float | None = None,
                          use_cache: bool = True) -> list[ItemResult]:
         started = time.perf_counter()
-        datas = [{"kind": "score", "item": item.model_dump(mode="json")} for item in items]
-        keys = [cache_key(item, self.key_versions) if use_cache else "" for item in items]
-        answers = await self._submit(datas, keys, use_cache, deadline_s)
-        results = []
-        for item, (kind, payload) in zip(items, answers, strict=True):
-            if kind == "own":
-                result = ItemResult.model_validate({**payload, "id": item.id})
-                self.metrics.result_cache.labels("miss").inc()
-            elif kind == "lost":
-                result = ItemResult.model_validate({**payload, "id": item.id, "profile": item.profile})
-            else:  # a cached result, or that of an identical item scored for another request
-                result = as_hit(payload, item, uuid.uuid4().hex)
-                self.metrics.result_cache.labels("hit").inc()
-                if self.store is not None:
-                    await asyncio.to_thread(self.store.add, item.model_dump(mode="json"),
-                                            result.model_dump(mode="json"), self.image_id, self.versions)
-            self.metrics.observe_item(result, time.perf_counter() - started)
-            results.append(result)
-        return results
+        estimate = sum(item_work(x) for x in items)
+        if estimate > self.admission.bound:
+            raise too_big(estimate, self.admission.bound)
+        # Refused here, before validation, when it cannot fit what Redis held a moment ago: a flood of requests
+        # costs this process a counter each, not a validation each. The enqueue script has the last word.
+        with await self._reserve(estimate) as ticket:
+            parsed = await checked(items, self.settings)
+            valid = [(i, x) for i, x in enumerate(parsed) if isinstance(x, RewardItem)]
+            answers = await self._submit(
+                [{"kind": "score", "item": item.model_dump(mode="json")} for _, item in valid],
+                [cache_key(item, self.key_versions) if use_cache else "" for _, item in valid],
+                [item_work(item) for _, item in valid], use_cache, deadline_s, ticket) if valid else []
+        results: list[ItemResult | None] = [invalid_result(raw, p) if isinstance(p, Problem) else None
+                                            for raw, p in zip(items, parsed, strict=True)]
+        for (i, item), (kind, payload) in zip(valid, answers, strict=True):
+            results[i] = await self._result(item, kind, payload, started)
+        return [r for r in results if r is not None]
+
+    async def _reserve(self, work: int) -> Ticket:
+        try:
+            if not self.admission.fits(work):
+                self.admission.elsewhere = await self.queue.queued()  # fresh, before refusing
+            return self.admission.reserve(work)
+        except DOWN as e:
+            raise Unavailable(f"Redis: {e}") from None
+        except Overloaded:
+            self.metrics.rejected.labels("overloaded").inc(work)
+            raise
+
+    async def _result(self, item: RewardItem, kind: str, payload: dict, started: float) -> ItemResult:
+        if kind == "own":
+            result = ItemResult.model_validate({**payload, "id": item.id})
+            self.metrics.result_cache.labels("miss").inc()
+        elif kind == "lost":
+            result = ItemResult.model_validate({**payload, "id": item.id, "profile": item.profile})
+        else:  # a cached result, or that of an identical item scored for another request
+            result = as_hit(payload, item, uuid.uuid4().hex)
+            self.metrics.result_cache.labels("hit").inc()
+            if self.store is not None:
+                await asyncio.to_thread(self.store.add, item.model_dump(mode="json"),
+                                        result.model_dump(mode="json"), self.image_id, self.versions)
+        self.metrics.observe_item(result, time.perf_counter() - started)
+        return result
+
+    @asynccontextmanager
+    async def admit(self, work: int, deadline_s: float | None = None) -> AsyncIterator[None]:
+        """Each /run_code job is admitted by the enqueue script; here only what can never fit is refused."""
+        if work > self.admission.bound:
+            raise too_big(work, self.admission.bound)
+        yield
 
     async def run(self, job: Job) -> Result:
         """A raw sandbox job (/run_code) on some worker's pool; never cached."""
-        [(kind, payload)] = await self._submit([{"kind": "run", "job": dataclasses.asdict(job)}], [""], False, None)
+        [(kind, payload)] = await self._submit([{"kind": "run", "job": dataclasses.asdict(job)}], [""], [1], False,
+                                               None)
+        if payload.get("not_started"):
+            raise NotStarted(payload.get("error") or "not started within the request's deadline")
         return Result.infra(payload["message"]) if kind == "lost" else Result.from_wire(payload)
 
-    async def _submit(self, datas: list[dict], keys: list[str], use_cache: bool,
-                      deadline_s: float | None) -> list[tuple[str, dict]]:
+    async def _submit(self, datas: list[dict], keys: list[str], works: list[int], use_cache: bool,
+                      deadline_s: float | None, ticket: Ticket | None = None) -> list[tuple[str, dict]]:
         """Enqueue and wait. Each answer is (kind, payload): own (our job's result), hit (cached or shared) or lost
         (no result could be had: our fault, infra_error)."""
         deadline_s = deadline_s or self.settings.deadline_s
         now = time.time()
-        jobs = [(uuid.uuid4().hex, key, json.dumps({**data, "deadline": now + deadline_s, "enqueued": now}))
-                for data, key in zip(datas, keys, strict=True)]
+        request = uuid.uuid4().hex  # workers share their sandboxes in turns by request
+        jobs = [(uuid.uuid4().hex, key, json.dumps({**data, "deadline": now + deadline_s, "enqueued": now,
+                                                    "request": request}), work)
+                for data, key, work in zip(datas, keys, works, strict=True)]
         loop = asyncio.get_running_loop()
-        own = {job_id: loop.create_future() for job_id, _, _ in jobs}
+        own = {job_id: loop.create_future() for job_id, *_ in jobs}
         waits: dict[int, tuple[str, asyncio.Future[dict], str]] = {}
         for job_id, future in own.items():  # registered first: a fast worker may answer before enqueue returns
             self._waiting.setdefault(job_id, []).append(future)
@@ -129,11 +172,16 @@ class RedisExecutor:
             try:
                 out = await self.queue.enqueue(self.reply, jobs, use_cache)
             except (Overloaded, Unavailable) as e:
+                if ticket is not None:
+                    ticket.close()
                 self.metrics.rejected.labels("overloaded" if isinstance(e, Overloaded) else "unavailable").inc(
                     len(jobs))
                 raise
+            if ticket is not None:  # the work now counts in Redis
+                ticket.close()
+            self.admission.elsewhere = int(out[1]) + sum(w for *_, w in jobs)
             answers: list[Any] = []
-            for job_id, _, _ in jobs:
+            for job_id, *_ in jobs:
                 self._epoch_of[job_id] = out[2]
             for i, (kind, value) in enumerate(zip(out[3::2], out[4::2], strict=True)):
                 if kind == "hit":
@@ -158,7 +206,7 @@ class RedisExecutor:
                 self._forget(job_id, future)
             for job_id, future, _ in waits.values():
                 self._forget(job_id, future)
-            for job_id, _, _ in jobs:
+            for job_id, *_ in jobs:
                 self._epoch_of.pop(job_id, None)
 
     async def _collect(self, waits: dict[int, tuple[str, asyncio.Future[dict], str]], jobs: list, deadline_s: float
@@ -258,7 +306,7 @@ class RedisExecutor:
                     log.error("Redis lost its data (restarted without persistence): failing the jobs it held")
                     self._fail_all("the queue was lost (Redis restarted without its data)", old)
                 self._down_since = None
-                self._queued = await self.queue.queued()
+                self.admission.elsewhere = await self.queue.queued()
                 self._read_workers(await self.queue.redis.hgetall(f"{self.queue.prefix}:workers"))
             except DOWN:
                 self._snapshot = {**self._snapshot, "warm": False}

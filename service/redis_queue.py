@@ -25,9 +25,11 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sandboxes import Job, Result
 
 from .config import Settings
-from .executor import Overloaded, Unavailable, not_started
+from .errors import Overloaded, Unavailable
+from .executor import not_started
 from .models import RewardItem
-from .redis_scripts import ENQUEUE, GROUP, HAND_BACK, RECORD
+from .redis_scripts import ENQUEUE, GROUP, HAND_BACK, RECORD, TAKE
+from .validation import item_work
 
 DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 HEARTBEAT_S = 2.0
@@ -55,11 +57,17 @@ def job_from_wire(raw: dict[str, Any]) -> Job:
     return Job(**{**raw, "limits": Limits(**raw["limits"])})
 
 
+def work_of(data: dict[str, Any]) -> int:
+    """A job's weight in admission: an item's test cases, a /run_code job 1."""
+    return item_work(data["item"]) if data["kind"] == "score" else 1
+
+
 def not_started_payload(data: dict[str, Any], job_id: str) -> dict[str, Any]:
     """What an item (or a /run_code job) not started by its deadline answers."""
     deadline_s = data["deadline"] - data["enqueued"]
     if data["kind"] == "run":
-        return Result.infra(f"not started within the request's deadline of {deadline_s:g}s").to_dict()
+        return {**Result.infra(f"not started within the request's deadline of {deadline_s:g}s").to_dict(),
+                "not_started": True}
     item = RewardItem.model_validate(data["item"])
     return not_started(item, job_id, deadline_s).model_dump(mode="json")
 
@@ -75,6 +83,7 @@ class Queue:
         self._enqueue = self.redis.register_script(ENQUEUE)
         self._record = self.redis.register_script(RECORD)
         self._hand_back = self.redis.register_script(HAND_BACK)
+        self._take = self.redis.register_script(TAKE)
         self.epoch: str | None = None
 
     async def ensure_group(self) -> None:
@@ -96,18 +105,21 @@ class Queue:
             await self.ensure_group()
         return lost
 
-    async def enqueue(self, reply: str, jobs: list[tuple[str, str, str]], use_cache: bool) -> list[Any]:
-        """jobs: (job id, cache key or "", data json). Raises Overloaded, or Unavailable when Redis is down."""
+    async def enqueue(self, reply: str, jobs: list[tuple[str, str, str, int]], use_cache: bool) -> list[Any]:
+        """jobs: (job id, cache key or "", data json, work). Raises Overloaded, or Unavailable when Redis is
+        down."""
         ttl = reply_ttl_s(self.settings)
         args: list[Any] = [self.prefix, self.stream, self.settings.max_queued, reply, ttl, "1" if use_cache else "0"]
         for job in jobs:
-            args += job
+            args += list(job)
         try:
             out = await self._enqueue(args=args)
         except DOWN as e:
             raise Unavailable(f"Redis: {e}") from None
         if out[0] == "overloaded":
-            raise Overloaded(f"{out[1]} items queued; the bound is {self.settings.max_queued}")
+            asked = sum(job[3] for job in jobs)
+            raise Overloaded(f"{out[1]} test cases queued, up to {asked} more asked; the bound is "
+                             f"{self.settings.max_queued} (REWARDBOX_MAX_QUEUED)")
         return out
 
     async def record(self, job_id: str, entry: str, payload: dict[str, Any], record: str, status: str,
@@ -126,17 +138,16 @@ class Queue:
         await pipe.execute()
 
     async def hand_back(self, entry: str, job_id: str, data: str) -> None:
-        await self._hand_back(args=[self.prefix, self.stream, entry, job_id, data])
+        await self._hand_back(args=[self.prefix, self.stream, entry, job_id, data, work_of(json.loads(data))])
+
+    async def take(self, job_ids: list[str]) -> None:
+        """A worker took these jobs: their work is no longer queued."""
+        if job_ids:
+            await self._take(args=[self.prefix, *job_ids])
 
     async def queued(self) -> int:
-        """Entries not yet delivered to any worker."""
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.xlen(self.stream)
-        pipe.xpending(self.stream, GROUP)
-        length, pending = await pipe.execute(raise_on_error=False)
-        if isinstance(length, Exception):
-            return 0
-        return int(length) - (0 if isinstance(pending, Exception) else int(pending["pending"]))
+        """Work (test cases) of the jobs no worker has taken yet."""
+        return int(await self.redis.get(f"{self.prefix}:queued_work") or 0)
 
     async def close(self) -> None:
         await self.redis.aclose()

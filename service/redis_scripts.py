@@ -11,6 +11,9 @@ Keys (P = REWARDBOX_REDIS_PREFIX, default "rewardbox"):
                          are sorted sets of ids by seq (newest last); P:rollouts:seq the counter
   P:runs, P:runs:seq     benchmark runs
   P:workers              hash consumer -> heartbeat (pool snapshot, image, versions, time)
+  P:undelivered          hash job -> work (test cases) of jobs no worker has taken yet; P:queued_work their sum,
+                         the figure admission compares with the bound. A job leaves it when a worker takes it
+                         (TAKE), when its result is recorded, or when it is withdrawn; it returns when handed back
   P:epoch                random value set once: a new one means Redis lost its data (restart without AOF)
 Keys are not hash-tagged: one Redis (or a primary with replicas), not Redis Cluster.
 """
@@ -49,16 +52,34 @@ ADD_ROLLOUT = _ADD_ROLLOUT + """
 return add_rollout(ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]))
 """
 
-# Admit a request's items, all or none. ARGV: P, stream, max_queued, reply key, inflight ttl, use_cache, then
-# (job, cache key or '', data) per item. Returns {'overloaded', queued} or {'ok', queued, epoch, kind1, value1, ...}
-# with kind 'hit' (value: cached result), 'done' (value: '<job>\n<result>'), 'attach' (value: job) or 'queued'
-# (value: '<job>\n<stream entry id>').
+# A job taken off the queue (by a worker, by recording its result, by withdrawing it): its work no longer counts.
+_TAKE = """
+local function take(P, job)
+  local w = redis.call('HGET', P .. ':undelivered', job)
+  if w then
+    redis.call('HDEL', P .. ':undelivered', job)
+    if redis.call('DECRBY', P .. ':queued_work', w) < 0 then redis.call('SET', P .. ':queued_work', 0) end
+  end
+end
+"""
+
+# Workers call it for the entries they read or claimed. ARGV: P, then job ids.
+TAKE = _TAKE + """
+for i = 2, #ARGV do take(ARGV[1], ARGV[i]) end
+return 1
+"""
+
+# Admit a request's items, all or none, by their work (test cases). ARGV: P, stream, max_queued, reply key,
+# inflight ttl, use_cache, then (job, cache key or '', data, work) per item. Returns {'overloaded', queued} or
+# {'ok', queued, epoch, kind1, value1, ...} with kind 'hit' (value: cached result), 'done' (value:
+# '<job>\n<result>'), 'attach' (value: job) or 'queued' (value: '<job>\n<stream entry id>'); queued is the work
+# waiting before this request.
 ENQUEUE = """
 local P, stream, maxq, reply, ttl, use_cache = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
-local n = (#ARGV - 6) / 3
+local n = (#ARGV - 6) / 4
 local plan, seen, new = {}, {}, 0
 for i = 0, n - 1 do
-  local job, ck = ARGV[7 + 3 * i], ARGV[8 + 3 * i]
+  local job, ck = ARGV[7 + 4 * i], ARGV[8 + 4 * i]
   if use_cache == '1' and ck ~= '' then
     local cached = redis.call('GET', P .. ':cache:' .. ck)
     if cached then plan[i] = {'hit', cached}
@@ -70,19 +91,15 @@ for i = 0, n - 1 do
   end
   if not plan[i] then
     plan[i] = {'new'}
-    new = new + 1
+    new = new + tonumber(ARGV[10 + 4 * i])
     if ck ~= '' then seen[ck] = job end
   end
 end
-local queued = 0
-if new > 0 then
-  local ok, pending = pcall(redis.call, 'XPENDING', stream, '""" + GROUP + """')
-  queued = redis.call('XLEN', stream) - ((ok and pending[1]) or 0)
-  if queued + new > maxq then return {'overloaded', queued} end
-end
+local queued = tonumber(redis.call('GET', P .. ':queued_work') or '0')
+if new > 0 and queued + new > maxq then return {'overloaded', queued} end
 local out = {'ok', queued, redis.call('GET', P .. ':epoch') or ''}
 for i = 0, n - 1 do
-  local job, ck, data = ARGV[7 + 3 * i], ARGV[8 + 3 * i], ARGV[9 + 3 * i]
+  local job, ck, data, work = ARGV[7 + 4 * i], ARGV[8 + 4 * i], ARGV[9 + 4 * i], ARGV[10 + 4 * i]
   local p = plan[i]
   if p[1] == 'hit' then
     table.insert(out, 'hit'); table.insert(out, p[2])
@@ -95,7 +112,9 @@ for i = 0, n - 1 do
       table.insert(out, 'attach'); table.insert(out, p[2])
     end
   else
-    local eid = redis.call('XADD', stream, '*', 'job', job, 'data', data)
+    local eid = redis.call('XADD', stream, '*', 'job', job, 'data', data, 'work', work)
+    redis.call('HSET', P .. ':undelivered', job, work)
+    redis.call('INCRBY', P .. ':queued_work', work)
     redis.call('SADD', P .. ':waiters:' .. job, reply)
     redis.call('EXPIRE', P .. ':waiters:' .. job, ttl)
     if use_cache == '1' and ck ~= '' then redis.call('SET', P .. ':inflight:' .. ck, job, 'EX', ttl) end
@@ -110,7 +129,7 @@ return out
 # store), status, retention, cache key ('' = none), cacheable '1'/'0', cache ttl, cache size, result ttl, reply
 # ttl, only_if_undelivered '1'/'0'. Returns 1 (recorded), 0 (already recorded: a duplicate delivery) or -1
 # (only_if_undelivered and a worker has the job).
-RECORD = _ADD_ROLLOUT + """
+RECORD = _ADD_ROLLOUT + _TAKE + """
 local P, stream, entry, job, result, record, status = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local retention, ck, cacheable = tonumber(ARGV[8]), ARGV[9], ARGV[10]
 local cache_ttl, cache_size, result_ttl, reply_ttl = ARGV[11], tonumber(ARGV[12]), ARGV[13], ARGV[14]
@@ -119,6 +138,7 @@ if ARGV[15] == '1' then
   if ok and #p > 0 then return -1 end
   if redis.call('XDEL', stream, entry) == 0 and redis.call('EXISTS', P .. ':result:' .. job) == 1 then return 0 end
 end
+take(P, job)
 local recorded = 0
 if redis.call('SET', P .. ':result:' .. job, result, 'NX', 'EX', result_ttl) then
   recorded = 1
@@ -152,12 +172,16 @@ return recorded
 """
 
 # A stopping worker hands a job back: the same job (same id, so still recorded once) goes to the end of the
-# stream for another worker, and this delivery is acked. ARGV: P, stream, entry, job, data.
-HAND_BACK = """
-local P, stream, entry, job, data = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+# stream for another worker, counted as queued work again, and this delivery is acked. ARGV: P, stream, entry,
+# job, data, work.
+HAND_BACK = _TAKE + """
+local P, stream, entry, job, data, work = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 pcall(redis.call, 'XACK', stream, '""" + GROUP + """', entry)
 redis.call('XDEL', stream, entry)
 if redis.call('EXISTS', P .. ':result:' .. job) == 1 then return 0 end
-redis.call('XADD', stream, '*', 'job', job, 'data', data)
+take(P, job)
+redis.call('XADD', stream, '*', 'job', job, 'data', data, 'work', work)
+redis.call('HSET', P .. ':undelivered', job, work)
+redis.call('INCRBY', P .. ':queued_work', work)
 return 1
 """

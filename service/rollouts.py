@@ -10,7 +10,9 @@ from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
 from .models import RewardItem
-from .replay import diff_results
+from .replay import compare
+from .schema import ERRORS
+from .validation import InvalidRequest, Problem
 
 router = APIRouter()
 SUMMARY = ("id", "client_id", "created_at", "status", "language", "profile", "reward", "seq")
@@ -26,7 +28,8 @@ def _since(value: str | None) -> float | None:
     try:
         return datetime.fromisoformat(value).timestamp()
     except ValueError:
-        raise HTTPException(422, detail=[{"loc": ["query", "since"], "msg": "epoch seconds or ISO 8601"}]) from None
+        raise InvalidRequest([Problem(("since",), "epoch seconds or ISO 8601", "datetime")],
+                             prefix=("query",)) from None
 
 
 def _store(request: Request):
@@ -36,7 +39,7 @@ def _store(request: Request):
     return store
 
 
-@router.get("/rollouts")
+@router.get("/rollouts", responses=ERRORS(404, 422))
 async def list_rollouts(request: Request, status: str | None = None, failed: bool = False,
                         language: str | None = None, since: str | None = None,
                         limit: int = Query(100, ge=1, le=1000), cursor: int | None = None) -> dict:
@@ -45,7 +48,11 @@ async def list_rollouts(request: Request, status: str | None = None, failed: boo
     return {"rollouts": [{k: r[k] for k in SUMMARY} for r in items], "next_cursor": next_cursor}
 
 
-@router.get("/rollouts/export")
+EXPORT_DOC = {200: {"description": "one rollout (as GET /rollouts/{id} returns it) per line, newest first",
+                    "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}}
+
+
+@router.get("/rollouts/export", response_class=StreamingResponse, responses={**EXPORT_DOC, **ERRORS(404, 422)})
 async def export_rollouts(request: Request, status: str | None = None, failed: bool = False,
                           language: str | None = None, since: str | None = None) -> StreamingResponse:
     store = _store(request)
@@ -53,21 +60,21 @@ async def export_rollouts(request: Request, status: str | None = None, failed: b
     return StreamingResponse((json.dumps(r) + "\n" for r in rows), media_type="application/x-ndjson")
 
 
-@router.post("/runs")
+@router.post("/runs", responses=ERRORS(404, 422))
 async def record_run(request: Request) -> dict:
     """Record a benchmark run's summary (`rewardbox bench` posts it)."""
     body = await request.json()
     if not isinstance(body, dict) or not isinstance(body.get("name"), str) or not isinstance(body.get("summary"), dict):
-        raise HTTPException(422, detail=[{"loc": ["body"], "msg": "expected {name: str, summary: object}"}])
+        raise InvalidRequest([Problem((), "expected {name: str, summary: object}", "model_type")])
     return {"id": _store(request).add_run(body["name"], body["summary"])}
 
 
-@router.get("/runs")
+@router.get("/runs", responses=ERRORS(404, 422))
 async def list_runs(request: Request, limit: int = Query(100, ge=1, le=1000)) -> dict:
     return {"runs": _store(request).runs(limit)}
 
 
-@router.get("/rollouts/{rollout_id}")
+@router.get("/rollouts/{rollout_id}", responses=ERRORS(404))
 async def get_rollout(rollout_id: str, request: Request) -> dict:
     record = _store(request).get(rollout_id)
     if record is None:
@@ -75,10 +82,12 @@ async def get_rollout(rollout_id: str, request: Request) -> dict:
     return record
 
 
-@router.post("/rollouts/{rollout_id}/replay")
+@router.post("/rollouts/{rollout_id}/replay", responses=ERRORS(404, 409, 429, 503))
 async def replay_rollout(rollout_id: str, request: Request) -> dict:
-    """Score the stored request again, in the same kind of sandbox, and report every difference: a difference
-    between two runs of the same program is nondeterminism (or a changed image/grader), shown rather than hidden."""
+    """Score the stored request again, in the same kind of sandbox, and compare (service/replay.py): `identical`
+    when every field agrees within its documented tolerance, `diff` what does not, `exact_diff` every difference
+    however small. A difference beyond tolerance is nondeterminism (or a changed image/grader), shown rather
+    than hidden."""
     record = _store(request).get(rollout_id)
     if record is None:
         raise HTTPException(404, detail=f"no rollout {rollout_id}")
@@ -90,7 +99,6 @@ async def replay_rollout(rollout_id: str, request: Request) -> dict:
         raise HTTPException(409, detail=f"the stored request no longer validates: {e}") from None
     executor = request.app.state.executor
     result = (await executor.score_many([item], use_cache=False))[0].model_dump(mode="json")
-    diff = diff_results(record["result"], result)
     same_env = record["image"] == executor.image_id and record["versions"] == executor.versions
-    return {"rollout_id": result["rollout_id"], "replay_of": rollout_id, "identical": not diff, "diff": diff,
+    return {"rollout_id": result["rollout_id"], "replay_of": rollout_id, **compare(record["result"], result),
             "same_image_and_versions": same_env, "result": result}

@@ -11,24 +11,28 @@ is `Failed` with the compiler's message in `compile_result.stderr` and no `run_r
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 
-from fastapi import APIRouter, HTTPException, Request
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from sandboxes import Job, Limits, Result, Status
 from sandboxes.builds import Build
 from sandboxes.languages import LANGUAGES
 
-from .models import SUPPORTED_LANGUAGES
+from .errors import NotStarted, Overloaded, Unavailable
+from .models import SUPPORTED_LANGUAGES, UNSUPPORTED_LANGUAGE
+from .schema import ERRORS, retry_after
+from .validation import InvalidRequest, Problem, check_files, value_problem
 
 router = APIRouter()
 LANGUAGE_ALIASES = {"python": "python", "python3": "python", "cpp": "cpp", "c": "c", "nodejs": "javascript",
                     "javascript": "javascript", "typescript": "typescript", "go": "go", "java": "java",
                     "rust": "rust", "bash": "bash"}
 DEFAULT_MEMORY_MB = 512
+MIN_MEMORY_MB = 32
+MAX_COMPILE_S = 120.0
 RUN_STATUS = {Status.OK: "Finished", Status.RUNTIME_ERROR: "Finished", Status.KILLED: "Finished",
               Status.TIMEOUT: "TimeLimitExceeded"}
 FAILURE_MESSAGES = {Status.MEMORY_LIMIT: "memory limit exceeded", Status.OUTPUT_LIMIT: "output limit exceeded",
@@ -36,11 +40,15 @@ FAILURE_MESSAGES = {Status.MEMORY_LIMIT: "memory limit exceeded", Status.OUTPUT_
 
 
 class RunCodeRequest(BaseModel):
+    # Fields SandboxFusion has and rewardbox does not use are ignored (extra allowed): its clients send them.
+    model_config = ConfigDict(allow_inf_nan=False)
+
     code: str
     language: str = "python"
-    compile_timeout: float = Field(10, gt=0)
-    run_timeout: float = Field(10, gt=0)
-    memory_limit_MB: int = -1
+    compile_timeout: float = Field(10, gt=0, le=MAX_COMPILE_S, strict=True)
+    run_timeout: float = Field(10, gt=0, strict=True, description="at most REWARDBOX_MAX_TIMEOUT_S")
+    memory_limit_MB: int = Field(-1, strict=True, description=f"-1 or 0: {DEFAULT_MEMORY_MB}; else {MIN_MEMORY_MB} "
+                                 "to REWARDBOX_MAX_MEMORY_MB")
     stdin: str | None = None
     files: dict[str, str | None] = Field(default_factory=dict, description="path -> base64 content")
     fetch_files: list[str] = Field(default_factory=list)
@@ -64,36 +72,49 @@ class RunCodeResponse(BaseModel):
     rewardbox: dict | None = None
 
 
-def _safe_path(path: str) -> bool:
-    return bool(path) and not path.startswith("/") and ".." not in path.split("/")
-
-
-@router.post("/run_code", response_model=RunCodeResponse)
-async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
+def checked_request(req: RunCodeRequest, settings) -> tuple[str, Limits, dict, list[str]]:
+    """(language, limits, files, fetch paths); raises InvalidRequest naming the field."""
     language = LANGUAGE_ALIASES.get(req.language.strip().lower())
     if language not in SUPPORTED_LANGUAGES:
-        raise HTTPException(400, detail=[{"loc": ["body", "language"], "supported": list(LANGUAGE_ALIASES),
-                                          "msg": f"language {req.language!r} is not supported"}])
+        raise InvalidRequest([Problem(("language",), f"{req.language[:64]!r} is not supported; supported: "
+                                      f"{', '.join(LANGUAGE_ALIASES)}", UNSUPPORTED_LANGUAGE)])
+    for name in ("code", "stdin"):
+        problem = value_problem(getattr(req, name), (name,))
+        if problem:
+            raise InvalidRequest([problem])
+    if len(req.code.encode()) > settings.max_code_bytes:
+        raise InvalidRequest([Problem(("code",), f"longer than {settings.max_code_bytes} bytes", "too_long")])
+    if req.run_timeout > settings.max_timeout_s:
+        raise InvalidRequest([Problem(("run_timeout",), f"at most {settings.max_timeout_s:g}", "less_than_equal")])
+    memory = req.memory_limit_MB
+    if memory > 0 and not MIN_MEMORY_MB <= memory <= settings.max_memory_mb:
+        raise InvalidRequest([Problem(("memory_limit_MB",), f"-1 (the default, {DEFAULT_MEMORY_MB}) or "
+                                      f"{MIN_MEMORY_MB} to {settings.max_memory_mb}", "range")])
+    files, fetch = check_files(req.files, req.fetch_files)
+    limits = Limits(wall_s=req.run_timeout, cpu_s=req.run_timeout, memory_mb=memory if memory > 0
+                    else DEFAULT_MEMORY_MB)
+    return language, limits, files, fetch
+
+
+@router.post("/run_code", response_model=RunCodeResponse, responses=ERRORS(400, 413, 422, 504))
+async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse | JSONResponse:
     executor = request.app.state.executor
-    settings = executor.settings
-    files = {}
-    for path, content in req.files.items():
-        if not _safe_path(path):
-            raise HTTPException(422, detail=[{"loc": ["body", "files", path], "msg": "relative path required"}])
-        try:
-            files[path] = {"b64": base64.b64encode(base64.b64decode(content or "", validate=True)).decode()}
-        except binascii.Error:
-            raise HTTPException(422, detail=[{"loc": ["body", "files", path], "msg": "not base64"}]) from None
-    memory = DEFAULT_MEMORY_MB if req.memory_limit_MB <= 0 else min(req.memory_limit_MB, settings.max_memory_mb)
-    timeout = min(req.run_timeout, settings.max_timeout_s)
-    limits = Limits(wall_s=timeout, cpu_s=timeout, memory_mb=memory)
-    fetch = [p for p in req.fetch_files if _safe_path(p)] or None
-    if language == "python":
+    language, limits, files, fetch = checked_request(req, executor.settings)
+    lang = None if language == "python" else LANGUAGES[language]
+    try:  # SandboxFusion clients (verl) retry 504 and nothing else: every "nothing ran, ask again" is a 504
+        async with executor.admit(1 if lang is None else 2):
+            return await _run(executor, req, lang, limits, files, fetch)
+    except (Overloaded, NotStarted, Unavailable) as e:
+        return JSONResponse({"detail": str(e)}, status_code=504, headers=retry_after(e))
+
+
+async def _run(executor, req: RunCodeRequest, lang, limits: Limits, files: dict, fetch: list[str]
+               ) -> RunCodeResponse:
+    if lang is None:
         job = Job("run", program={"code": req.code, "filename": "main.py"}, stdin=req.stdin or "",
-                  files=files or None, fetch_files=fetch, limits=limits)
+                  files=files or None, fetch_files=fetch or None, limits=limits)
         return to_response(await executor.run(job))
-    lang = LANGUAGES[language]
-    build = await executor.builder.build(lang, req.code, min(req.compile_timeout, settings.max_item_s))
+    build = await executor.builder.build(lang, req.code, req.compile_timeout)
     if build.status == "infra_error":
         return RunCodeResponse(status="SandboxError", message=build.diagnostics)
     compiled = _compile_result(build)
@@ -101,7 +122,7 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse:
         return RunCodeResponse(status="Failed", message="compile error" if build.status == "syntax_error"
                                else build.diagnostics, compile_result=compiled, rewardbox={"status": build.status})
     job = lang.run_job(req.code, build.files, req.stdin or "", limits)
-    job = dataclasses.replace(job, files={**(files or {}), **(job.files or {})}, fetch_files=fetch)
+    job = dataclasses.replace(job, files={**files, **(job.files or {})}, fetch_files=fetch or None)
     response = to_response(await executor.run(job))
     response.compile_result = compiled
     return response

@@ -20,8 +20,10 @@ from graders.tests import job_limits, run_tests
 from sandboxes import SandboxPool
 from sandboxes.builds import Builder
 
+from .budget import ItemBudget
 from .cache import replay_versions
 from .config import Settings
+from .fair import FairPool
 from .models import Execution, ItemResult, RewardItem, TestVerdict
 from .reward import aggregate, components_needed, weights_for
 from .store import RolloutStore
@@ -32,15 +34,16 @@ LINTED_LANGUAGES = ("python", "javascript", "typescript")  # quality is null for
 
 
 class Scorer:
-    def __init__(self, pool: SandboxPool, settings: Settings, store: RolloutStore | None = None) -> None:
-        self.pool = pool
+    def __init__(self, pool: SandboxPool | FairPool, settings: Settings, store: RolloutStore | None = None) -> None:
+        # Every job of every grader goes through one FairPool: sandboxes are shared in turns by request and item.
+        self.pool = pool if isinstance(pool, FairPool) else FairPool(pool)
         self.settings = settings
         self.store = store  # set where scoring itself stores the rollout (replay --local); executors store their own
-        self.image_id = pool.backend.image_id()
+        self.image_id = self.pool.backend.image_id()
         self.versions = replay_versions()
-        self.quality = QualityGrader(pool, settings.lint_cache_size)
-        self.efficiency = EfficiencyGrader(pool)
-        self.builder = Builder(pool)  # compiled artefacts of the non-Python languages, by source hash
+        self.quality = QualityGrader(self.pool, settings.lint_cache_size)
+        self.efficiency = EfficiencyGrader(self.pool)
+        self.builder = Builder(self.pool)  # compiled artefacts of the non-Python languages, by source hash
 
     async def score(self, item: RewardItem, rollout_id: str | None = None) -> ItemResult:
         rollout_id = rollout_id or uuid.uuid4().hex
@@ -60,7 +63,9 @@ class Scorer:
         weights = weights_for(item.profile, item.weights)
         needed = components_needed(item.profile, weights)
         limits = job_limits(item.limits.timeout_s, item.limits.memory_mb, self.settings.max_item_s)
-        tests_task = run_tests(self.pool, item.code, item.tests, limits, item.language, self.builder,
+        # All the item's test runs share one budget of sandbox time, however many cases it has.
+        budget = ItemBudget(self.pool, self.settings.max_item_s)
+        tests_task = run_tests(budget, item.code, item.tests, limits, item.language, self.builder,
                                item.limits.compile_timeout_s)
         if "quality" in needed and item.language in LINTED_LANGUAGES:
             outcome, quality = await asyncio.gather(tests_task, self.quality.grade(item.code, item.language))

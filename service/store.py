@@ -1,6 +1,7 @@
 """Rollout store (embedded mode): every scored item with its request, result, sandbox image and versions, in a
 SQLite file (WAL; survives restarts). Newest first, cursor pagination by insertion sequence, capped fields,
-retention by count."""
+retention by count. A scored (not cached) verdict also keeps its result-cache key, so that after a crash a client
+that posts its batch again gets what was already scored from here instead of running it twice."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ CREATE TABLE IF NOT EXISTS rollouts (
 );
 CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts (status, seq);
 CREATE INDEX IF NOT EXISTS rollouts_created ON rollouts (created_at);
+-- rollouts_cache_key is created after the migration below (stores written before it lack the column)
 CREATE TABLE IF NOT EXISTS runs (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     created_at REAL NOT NULL,
@@ -77,19 +79,41 @@ class RolloutStore:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
+        if "cache_key" not in {row[1] for row in self.db.execute("PRAGMA table_info(rollouts)")}:
+            self.db.execute("ALTER TABLE rollouts ADD COLUMN cache_key TEXT")
+        self.db.execute("CREATE INDEX IF NOT EXISTS rollouts_cache_key ON rollouts (cache_key) WHERE cache_key IS "
+                        "NOT NULL")
         self._writes = 0
+        self._columns = [d[0] for d in self.db.execute("SELECT * FROM rollouts LIMIT 0").description]
 
-    def add(self, request: dict[str, Any], result: dict[str, Any], image: str, versions: dict[str, str]) -> None:
+    def add(self, request: dict[str, Any], result: dict[str, Any], image: str, versions: dict[str, str],
+            cache_key: str | None = None) -> None:
+        """cache_key: set for a verdict that may answer an identical item later (see cached())."""
         self.db.execute(
             "INSERT OR REPLACE INTO rollouts (id, client_id, created_at, status, language, profile, reward, request,"
-            " result, image, versions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " result, image, versions, cache_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (result["rollout_id"], result.get("id"), time.time(), result["status"], request.get("language"),
              result.get("profile"), result.get("reward"), json.dumps(request), json.dumps(capped(result)), image,
-             json.dumps(versions)),
+             json.dumps(versions), cache_key),
         )
         self._writes += 1
         if self._writes % 1000 == 0 or self.retention < 1000:
             self.db.execute("DELETE FROM rollouts WHERE seq <= (SELECT MAX(seq) FROM rollouts) - ?", (self.retention,))
+
+    def cached(self, keys: list[str], max_age_s: float) -> dict[str, dict[str, Any]]:
+        """The newest stored verdict per cache key, no older than max_age_s (the result cache's TTL). Results are
+        stored whole up to FIELD_CAP per string; one that was capped is not reused (it would not be the same)."""
+        found: dict[str, dict[str, Any]] = {}
+        since = time.time() - max_age_s
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            rows = self.db.execute(
+                f"SELECT cache_key, result FROM rollouts WHERE cache_key IN ({','.join('?' * len(chunk))})"
+                " AND created_at >= ? ORDER BY seq", (*chunk, since)).fetchall()
+            for key, result in rows:
+                if "[truncated by the rollout store]" not in result:
+                    found[key] = json.loads(result)
+        return found
 
     def get(self, rollout_id: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT * FROM rollouts WHERE id = ?", (rollout_id,)).fetchone()
@@ -128,8 +152,8 @@ class RolloutStore:
         return export_pages(self.list, **filters)
 
     def _row(self, row: tuple) -> dict[str, Any]:
-        cols = [d[0] for d in self.db.execute("SELECT * FROM rollouts LIMIT 0").description]
-        record = dict(zip(cols, row, strict=True))
+        record = dict(zip(self._columns, row, strict=True))
+        record.pop("cache_key", None)
         for key in ("request", "result", "versions"):
             record[key] = json.loads(record[key]) if record[key] else None
         return record

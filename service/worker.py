@@ -3,7 +3,10 @@
 Each worker reads only as many jobs as it has free slots, so a job read is a job started; it refreshes its in-flight
 entries so that no one steals them, and claims entries left idle by dead workers. A job is acknowledged only in the
 script that records its result (service/redis_scripts.py). SIGTERM: stop reading, finish in-flight jobs for
-REWARDBOX_WORKER_GRACE_S, hand the rest back to the stream for another worker, then exit.
+REWARDBOX_WORKER_GRACE_S, hand the rest back to the stream for another worker, then exit. A worker that stops for
+any other reason (an error of its own) hands back what it holds the same way: its consumer is deleted only once
+nothing is pending for it, since deleting a consumer drops its pending entries with it. A job whose workers were
+killed MAX_DELIVERIES times is answered infra_error, naming the deaths, by the worker that claims it next.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from sandboxes import SandboxPool, choose_backend
 
 from .cache import cache_key, cacheable_status, code_versions
 from .config import Settings
+from .fair import ITEMS, RUNS, item_scope, request_scope
 from .models import RewardItem
 from .redis_queue import DOWN, GROUP, HEARTBEAT_S, Queue, job_from_wire, not_started_payload
 from .redis_store import rollout_record
@@ -79,6 +83,7 @@ class Worker:
                         raise
                     await self.queue.ensure_group()  # Redis restarted without its data
                     continue
+                await self._took(entries)
                 for entry, fields in entries:
                     self._start(entry, fields, claimed)
         finally:
@@ -86,10 +91,34 @@ class Worker:
             beat.cancel()
             try:
                 await self.queue.redis.hdel(f"{self.queue.prefix}:workers", self.name)
-                await self.queue.redis.xgroup_delconsumer(self.queue.stream, GROUP, self.name)  # nothing pending now
-            except RedisError:
-                pass
+                if await self._hand_back_pending():
+                    await self.queue.redis.xgroup_delconsumer(self.queue.stream, GROUP, self.name)
+            except RedisError as e:  # what we hold stays pending: another worker claims it after claim_idle_s
+                log.error("handing back on exit failed: %s", e)
             await self.queue.close()
+
+    async def _took(self, entries: list) -> None:
+        """The work of what we read or claimed no longer counts as queued (admission)."""
+        try:
+            await self.queue.take([fields["job"] for _, fields in entries if fields and "job" in fields])
+        except DOWN as e:  # recording each job's result takes it too
+            log.warning("Redis down (%s) marking jobs taken", e)
+
+    async def _hand_back_pending(self) -> bool:
+        """Hand back every entry still pending for this consumer (read or claimed but not recorded). True when
+        nothing is left pending, so the consumer can go."""
+        pending = await self.queue.redis.xpending_range(self.queue.stream, GROUP, "-", "+", 10_000,
+                                                        consumername=self.name)
+        for p in pending:
+            entry = p["message_id"]
+            found = await self.queue.redis.xrange(self.queue.stream, entry, entry)
+            if found and found[0][1].get("job"):
+                await self.queue.hand_back(entry, found[0][1]["job"], found[0][1]["data"])
+                log.info("handed back job %s on exit", found[0][1]["job"])
+            else:  # deleted meanwhile (its result was recorded)
+                await self.queue.ack(entry)
+        left = await self.queue.redis.xpending_range(self.queue.stream, GROUP, "-", "+", 1, consumername=self.name)
+        return not left
 
     async def _read(self, count: int) -> list:
         reply = await self.queue.redis.xreadgroup(GROUP, self.name, {self.queue.stream: ">"}, count=count, block=1000)
@@ -108,7 +137,8 @@ class Worker:
             deliveries = info[0]["times_delivered"] if info else 1
             log.warning("claimed job %s from a dead worker (delivery %d)", fields.get("job"), deliveries)
             if deliveries > MAX_DELIVERIES:
-                await self._record_failure(entry, fields, f"the job's worker died {deliveries - 1} times")
+                await self._record_failure(entry, fields, f"the workers running this job died {deliveries - 1} "
+                                           f"times (killed or lost, e.g. by the OOM killer); not tried again")
                 continue
             claimed.append((entry, fields))
         return claimed
@@ -120,7 +150,9 @@ class Worker:
 
     async def _handle(self, entry: str, job_id: str, raw: str, claimed: bool) -> None:
         try:
-            await self._score_and_record(entry, job_id, raw, claimed)
+            data = json.loads(raw)  # the sandboxes are taken in turns by kind, request and item
+            with request_scope(ITEMS if data["kind"] == "score" else RUNS, data.get("request")), item_scope(job_id):
+                await self._score_and_record(entry, job_id, raw, claimed)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - the entry stays pending: claimed again, at most MAX_DELIVERIES times
@@ -165,10 +197,13 @@ class Worker:
         self.completed += recorded
 
     async def _record_failure(self, entry: str, fields: dict[str, str], message: str) -> None:
+        """A job that cannot be run: infra_error (ours), with the message saying why."""
         data = json.loads(fields["data"])
+        item = RewardItem.model_validate(data["item"]) if data["kind"] == "score" else None
         payload = not_started_payload(data, fields["job"])
-        payload["message" if data["kind"] == "score" else "error"] = message
-        await self._record(entry, fields["job"], data, payload)
+        payload["message" if item is not None else "error"] = message
+        payload.pop("not_started", None)
+        await self._record(entry, fields["job"], data, payload, item)
 
     async def _drain(self) -> None:
         """Finish what we have within the grace period; hand back the rest (same job id: still recorded once)."""

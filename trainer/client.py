@@ -1,27 +1,55 @@
 """Typed HTTP clients for rewardbox: `Client` (sync) and `AsyncClient` (asyncio), same surface, same names.
 
-Retries with exponential back-off (honouring Retry-After) on 429, 503 and 504 and on connection errors; any other
-status raises `RewardboxError`. Item results are returned as the service sends them: `reward` is None for
-`infra_error` and `invalid_input`, so callers pass None on instead of training on it.
+Retries with exponential back-off on 429, 502, 503 and 504 and on transport errors, honouring `Retry-After` up to
+`max_retry_after_s` (a proxy that says "come back tomorrow" must not put a trainer to sleep for a day). Item
+results are returned as the service sends them: `reward` is None for `infra_error` and `invalid_input`, so callers
+pass None on instead of training on it. A batch answer is checked to hold one result per item, in order, so
+rewards can never be misaligned with samples.
+
+Every failure is a `RewardboxError`; the caller never sees an httpx, JSON or KeyError exception:
+
+    RewardboxError
+    ├── TransportError    the service could not be reached, or the connection broke (after the retries)
+    ├── HTTPStatusError   it answered another status than 200 (after the retries): `.status`, `.body`
+    └── BadResponse       it answered 200 with a body that is not what the route returns
+
+Both clients share `_Policy`, which makes every decision that is not I/O (retry or not, how long to wait, is the
+body well formed); the two classes only do the waiting and the sending.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 
-RETRY_STATUSES = {429, 503, 504}
+RETRY_STATUSES = {429, 502, 503, 504}
+MAX_RETRY_AFTER_S = 60.0
+MAX_BACKOFF_S = 30.0
 
 
 class RewardboxError(RuntimeError):
+    """Any failure of a rewardbox call."""
+
+
+class TransportError(RewardboxError):
+    """The service could not be reached, or the connection broke, on every try."""
+
+
+class HTTPStatusError(RewardboxError):
     def __init__(self, status: int, body: str) -> None:
         super().__init__(f"rewardbox answered {status}: {body[:500]}")
         self.status = status
         self.body = body
+
+
+class BadResponse(RewardboxError):
+    """A 200 whose body is not what the route returns (not JSON, a field missing, a result count that differs)."""
 
 
 def _headers(token: str | None) -> dict[str, str]:
@@ -29,55 +57,136 @@ def _headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def _delay(response: httpx.Response | None, attempt: int, backoff: float) -> float:
-    if response is not None and response.headers.get("Retry-After", "").isdigit():
-        return float(response.headers["Retry-After"])
-    return backoff * (2**attempt)
-
-
-class _Options:
-    """What both clients are configured with: service URL (REWARDBOX_URL), token (REWARDBOX_TOKEN), retries."""
+class _Policy:
+    """What both clients are configured with (service URL from REWARDBOX_URL, token from REWARDBOX_TOKEN,
+    retries) and every decision that does not touch the network."""
 
     def __init__(self, base_url: str | None = None, token: str | None = None, timeout: float = 300.0,
-                 retries: int = 5, backoff: float = 0.5) -> None:
+                 retries: int = 5, backoff: float = 0.5, max_retry_after_s: float = MAX_RETRY_AFTER_S) -> None:
         self.base_url = base_url or os.environ.get("REWARDBOX_URL", "http://127.0.0.1:8000")
-        self.retries, self.backoff = retries, backoff
+        self.retries, self.backoff, self.max_retry_after_s = retries, backoff, max_retry_after_s
         self._http_options = {"base_url": self.base_url, "timeout": timeout, "headers": _headers(token)}
 
+    def delay(self, response: httpx.Response | None, attempt: int) -> float:
+        """Retry-After when the service says it (capped), else exponential back-off (capped)."""
+        given = response.headers.get("Retry-After", "").strip() if response is not None else ""
+        try:
+            seconds = float(given)
+        except ValueError:
+            seconds = -1.0
+        if seconds >= 0:
+            return min(seconds, self.max_retry_after_s)
+        return min(self.backoff * (2**attempt), MAX_BACKOFF_S)
 
-class Client(_Options):
+    def retry(self, response: httpx.Response | None, attempt: int) -> bool:
+        if attempt >= self.retries:
+            return False
+        return response is None or response.status_code in RETRY_STATUSES
+
+    @staticmethod
+    def body(response: httpx.Response) -> Any:
+        if response.status_code != 200:
+            raise HTTPStatusError(response.status_code, response.text)
+        try:
+            return response.json()
+        except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError
+            raise BadResponse(f"{response.request.url.path}: the body is not JSON ({e}): {response.text[:200]}"
+                              ) from None
+
+    @staticmethod
+    def item_result(value: Any, where: str = "result") -> dict[str, Any]:
+        if not isinstance(value, dict) or not isinstance(value.get("status"), str) or "reward" not in value:
+            raise BadResponse(f"{where} is not an item result (status and reward expected): {str(value)[:200]}")
+        return value
+
+    @classmethod
+    def batch_results(cls, body: Any, count: int) -> list[dict[str, Any]]:
+        results = body.get("results") if isinstance(body, dict) else None
+        if not isinstance(results, list):
+            raise BadResponse(f"the batch answer has no results list: {str(body)[:200]}")
+        if len(results) != count:
+            raise BadResponse(f"{count} items sent, {len(results)} results received: rewards would not line up "
+                              "with their samples")
+        return [cls.item_result(r, f"result {i}") for i, r in enumerate(results)]
+
+    @staticmethod
+    def mapping(body: Any, where: str) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise BadResponse(f"{where}: a JSON object expected, got {str(body)[:200]}")
+        return body
+
+    @staticmethod
+    def export_line(line: str) -> dict[str, Any]:
+        try:
+            record = json.loads(line)
+        except ValueError as e:
+            raise BadResponse(f"export: a line is not JSON ({e})") from None
+        if not isinstance(record, dict):
+            raise BadResponse("export: a line is not a rollout object")
+        return record
+
+
+class Client(_Policy):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._http = httpx.Client(**self._http_options)
 
-    def _post(self, path: str, payload: dict[str, Any]) -> Any:
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         for attempt in range(self.retries + 1):
             try:
-                response = self._http.post(path, json=payload)
-            except httpx.TransportError:
-                if attempt == self.retries:
-                    raise
-                time.sleep(_delay(None, attempt, self.backoff))
+                response = self._http.request(method, path, **kwargs)
+            except httpx.TransportError as e:
+                if not self.retry(None, attempt):
+                    raise TransportError(f"{method} {path}: {type(e).__name__}: {e}") from e
+                time.sleep(self.delay(None, attempt))
                 continue
-            if response.status_code in RETRY_STATUSES and attempt < self.retries:
-                time.sleep(_delay(response, attempt, self.backoff))
+            except httpx.HTTPError as e:  # invalid URL and the like: no retry helps
+                raise TransportError(f"{method} {path}: {type(e).__name__}: {e}") from e
+            if self.retry(response, attempt):
+                time.sleep(self.delay(response, attempt))
                 continue
-            if response.status_code != 200:
-                raise RewardboxError(response.status_code, response.text)
-            return response.json()
+            return self.body(response)
         raise AssertionError("unreachable")
 
     def reward(self, item: dict[str, Any]) -> dict[str, Any]:
-        return self._post("/reward", item)
+        return self.item_result(self._request("POST", "/reward", json=item))
 
     def reward_batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return self._post("/reward/batch", {"items": items})["results"] if items else []
+        if not items:
+            return []
+        return self.batch_results(self._request("POST", "/reward/batch", json={"items": items}), len(items))
 
     def run_code(self, **request: Any) -> dict[str, Any]:
-        return self._post("/run_code", request)
+        return self.mapping(self._request("POST", "/run_code", json=request), "/run_code")
 
     def info(self) -> dict[str, Any]:
-        return self._http.get("/v1/info").raise_for_status().json()
+        return self.mapping(self._request("GET", "/v1/info"), "/v1/info")
+
+    def rollouts(self, **params: Any) -> dict[str, Any]:
+        """One page of GET /rollouts (failed, status, language, since, limit, cursor)."""
+        return self.mapping(self._request("GET", "/rollouts", params=params), "/rollouts")
+
+    def replay(self, rollout_id: str) -> dict[str, Any]:
+        return self.mapping(self._request("POST", f"/rollouts/{rollout_id}/replay"), "replay")
+
+    def record_run(self, name: str, summary: dict[str, Any]) -> int:
+        body = self.mapping(self._request("POST", "/runs", json={"name": name, "summary": summary}), "/runs")
+        if not isinstance(body.get("id"), int):
+            raise BadResponse(f"/runs: no run id in {str(body)[:200]}")
+        return body["id"]
+
+    def export(self, **params: Any) -> Iterator[dict[str, Any]]:
+        """Every rollout GET /rollouts/export streams, one dict per line (no retry: a stream cannot resume)."""
+        try:
+            with self._http.stream("GET", "/rollouts/export", params=params) as response:
+                if response.status_code != 200:
+                    response.read()
+                    raise HTTPStatusError(response.status_code, response.text)
+                for line in response.iter_lines():
+                    if line:
+                        yield self.export_line(line)
+        except httpx.HTTPError as e:
+            raise TransportError(f"export: {type(e).__name__}: {e}") from e
 
     def close(self) -> None:
         self._http.close()
@@ -89,39 +198,65 @@ class Client(_Options):
         self.close()
 
 
-class AsyncClient(_Options):
+class AsyncClient(_Policy):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._http = httpx.AsyncClient(**self._http_options)
 
-    async def _post(self, path: str, payload: dict[str, Any]) -> Any:
+    async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         for attempt in range(self.retries + 1):
             try:
-                response = await self._http.post(path, json=payload)
-            except httpx.TransportError:
-                if attempt == self.retries:
-                    raise
-                await asyncio.sleep(_delay(None, attempt, self.backoff))
+                response = await self._http.request(method, path, **kwargs)
+            except httpx.TransportError as e:
+                if not self.retry(None, attempt):
+                    raise TransportError(f"{method} {path}: {type(e).__name__}: {e}") from e
+                await asyncio.sleep(self.delay(None, attempt))
                 continue
-            if response.status_code in RETRY_STATUSES and attempt < self.retries:
-                await asyncio.sleep(_delay(response, attempt, self.backoff))
+            except httpx.HTTPError as e:
+                raise TransportError(f"{method} {path}: {type(e).__name__}: {e}") from e
+            if self.retry(response, attempt):
+                await asyncio.sleep(self.delay(response, attempt))
                 continue
-            if response.status_code != 200:
-                raise RewardboxError(response.status_code, response.text)
-            return response.json()
+            return self.body(response)
         raise AssertionError("unreachable")
 
     async def reward(self, item: dict[str, Any]) -> dict[str, Any]:
-        return await self._post("/reward", item)
+        return self.item_result(await self._request("POST", "/reward", json=item))
 
     async def reward_batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return (await self._post("/reward/batch", {"items": items}))["results"] if items else []
+        if not items:
+            return []
+        return self.batch_results(await self._request("POST", "/reward/batch", json={"items": items}), len(items))
 
     async def run_code(self, **request: Any) -> dict[str, Any]:
-        return await self._post("/run_code", request)
+        return self.mapping(await self._request("POST", "/run_code", json=request), "/run_code")
 
     async def info(self) -> dict[str, Any]:
-        return (await self._http.get("/v1/info")).raise_for_status().json()
+        return self.mapping(await self._request("GET", "/v1/info"), "/v1/info")
+
+    async def rollouts(self, **params: Any) -> dict[str, Any]:
+        return self.mapping(await self._request("GET", "/rollouts", params=params), "/rollouts")
+
+    async def replay(self, rollout_id: str) -> dict[str, Any]:
+        return self.mapping(await self._request("POST", f"/rollouts/{rollout_id}/replay"), "replay")
+
+    async def record_run(self, name: str, summary: dict[str, Any]) -> int:
+        body = self.mapping(await self._request("POST", "/runs", json={"name": name, "summary": summary}), "/runs")
+        if not isinstance(body.get("id"), int):
+            raise BadResponse(f"/runs: no run id in {str(body)[:200]}")
+        return body["id"]
+
+    async def export(self, **params: Any) -> AsyncIterator[dict[str, Any]]:
+        try:
+            async with self._http.stream("GET", "/rollouts/export", params=params) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    raise HTTPStatusError(response.status_code, response.text)
+                async for line in response.aiter_lines():
+                    if line:
+                        yield self.export_line(line)
+        except httpx.HTTPError as e:
+            raise TransportError(f"export: {type(e).__name__}: {e}") from e
 
     async def aclose(self) -> None:
         await self._http.aclose()

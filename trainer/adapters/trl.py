@@ -7,20 +7,24 @@ One callable per component plus the total (`rewardbox_reward`, `rewardbox_execut
 `rewardbox_quality`, `rewardbox_efficiency`), so TRL's `reward_weights` can weigh them; the batch is scored once and
 shared by all five. Tests come from the dataset column `tests` (a tests object, verl ground truth) or open-r1's
 `verification_info`. Conversational completions are read from `completion[0]["content"]`. None where the service
-failed or a component was not computed (TRL treats None as "not applicable").
+failed or a component was not computed (TRL treats None as "not applicable"); a call the client gave up on (any
+RewardboxError: service down, an answer it could not read) is logged and gives None for the whole batch, so an
+outage never crashes the trainer.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
-from rewardbox import Client
+from rewardbox import Client, RewardboxError
 from rewardbox.extract import extract_code
 from rewardbox.ground_truth import tests_of
 
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")
+log = logging.getLogger("rewardbox.trl")
 
 
 def _text(completion: Any) -> str:
@@ -43,7 +47,12 @@ def reward_functions(client: Client | None = None, profile: str = "seed",
             for text, spec in zip(texts, column, strict=True):
                 code = extract_code(text)
                 items.append({"code": code if code is not None else text, "tests": tests_of(spec), "profile": profile})
-            last["key"], last["results"] = key, client.reward_batch(items)
+            try:
+                results = client.reward_batch(items)
+            except RewardboxError as e:
+                log.warning("rewardbox: no reward for a batch of %d (None each): %s", len(items), e)
+                results = [{"status": "infra_error", "reward": None, "components": {}}] * len(items)
+            last["key"], last["results"] = key, results
         return last["results"]
 
     def make(name: str, pick: Callable[[dict[str, Any]], float | None]) -> Callable[..., list[float | None]]:
