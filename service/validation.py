@@ -133,7 +133,7 @@ def value_problem(value: Any, loc: Loc = ()) -> Problem | None:
             continue
         if depth >= MAX_NESTING:
             if isinstance(v, BaseModel | dict | list | tuple):
-                return Problem(where, f"nested deeper than {MAX_NESTING} levels", "too_deep")
+                return Problem(_field_of(where), f"nested deeper than {MAX_NESTING} levels", "too_deep")
             continue
         if isinstance(v, dict):
             for key in v:
@@ -143,6 +143,15 @@ def value_problem(value: Any, loc: Loc = ()) -> Problem | None:
                         return problem
         stack.extend(((*where, k), child, depth + 1) for k, child in _children(v))
     return None
+
+
+def _field_of(loc: Loc) -> Loc:
+    """A deep position reported by the field that holds it: the list indexes below the last name dropped, and at
+    most 12 steps (a hundred `0`s name nothing a reader can use)."""
+    end = len(loc)
+    while end > 1 and isinstance(loc[end - 1], int):
+        end -= 1
+    return loc[:min(end, 12)]
 
 
 # -- reward items
