@@ -59,6 +59,20 @@ def test_replay_of_a_deterministic_rollout_is_identical(api):
     assert replay["result"]["status"] == "failed" and replay["rollout_id"] != rid
 
 
+def test_replays_of_passing_seed_rollouts_agree_within_the_documented_tolerances(api):
+    """Efficiency is a measurement: it moves a little between two runs of the same program. Within its
+    tolerance that is `identical` (the exact differences still listed); beyond it, DIFFERENT."""
+    for i in range(6):
+        code = f"def f(x):\n    return {i} * 0 + 2 * x\n"
+        rollout = score(api, code, profile="seed", reference_code="def f(x):\n    return x + x\n")
+        assert rollout["status"] == "passed" and rollout["components"]["efficiency"] is not None
+        replay = api.post(f"/rollouts/{rollout['rollout_id']}/replay").json()
+        assert replay["identical"] is True and replay["diff"] == {}, replay["diff"]
+        assert set(replay["exact_diff"]) <= {"reward", "components"}
+        assert set(replay["exact_diff"].get("components", {})) <= {"efficiency"}
+        assert replay["tolerances"]["efficiency"] == 0.05
+
+
 def test_replay_reports_nondeterminism_instead_of_hiding_it(api):
     code = "import random\nFLIP = random.random() < 0.5\nprint(random.random())\ndef f(x):\n" \
            "    return 2 * x if FLIP else x\n"
