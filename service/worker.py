@@ -83,6 +83,8 @@ class Worker:
                         raise
                     await self.queue.ensure_group()  # Redis restarted without its data
                     continue
+                if not claimed:
+                    entries = await self._well_formed(entries)
                 await self._took(entries)
                 for entry, fields in entries:
                     self._start(entry, fields, claimed)
@@ -96,6 +98,22 @@ class Worker:
             except RedisError as e:  # what we hold stays pending: another worker claims it after claim_idle_s
                 log.error("handing back on exit failed: %s", e)
             await self.queue.close()
+
+    async def _well_formed(self, entries: list) -> list:
+        """Entries this version can run; anything else (written by hand, or by another version) is dropped with a
+        log line rather than crash every worker that reads it."""
+        good = []
+        for entry, fields in entries:
+            try:
+                data = json.loads(fields["data"])
+                if data["kind"] in ("score", "run") and isinstance(fields["job"], str):
+                    good.append((entry, fields))
+                    continue
+            except (KeyError, TypeError, ValueError):
+                pass
+            log.error("dropping malformed stream entry %s: %.200s", entry, fields)
+            await self.queue.ack(entry)
+        return good
 
     async def _took(self, entries: list) -> None:
         """The work of what we read or claimed no longer counts as queued (admission)."""
@@ -130,9 +148,7 @@ class Worker:
         _, entries, _ = await self.queue.redis.xautoclaim(self.queue.stream, GROUP, self.name, idle_ms, "0-0",
                                                           count=count)
         claimed = []
-        for entry, fields in entries:
-            if not fields:  # deleted meanwhile
-                continue
+        for entry, fields in await self._well_formed([(e, f) for e, f in entries if f]):  # empty: deleted meanwhile
             info = await self.queue.redis.xpending_range(self.queue.stream, GROUP, entry, entry, 1)
             deliveries = info[0]["times_delivered"] if info else 1
             log.warning("claimed job %s from a dead worker (delivery %d)", fields.get("job"), deliveries)

@@ -339,3 +339,77 @@ def test_the_redis_rollout_store_keeps_the_newest_up_to_its_retention_and_pages_
     r = redis_server.client()
     assert r.zcard(f"{store.prefix}:rollouts:failed") == 2  # the dropped ones left no index entry behind
     store.close()
+
+
+def _holder(r, prefix: str, dead: set[int]) -> int | None:
+    """The pid of the live worker that holds the (only) pending job, if any."""
+    for p in r.xpending_range(f"{prefix}:jobs", GROUP, "-", "+", 10):
+        pid = int(p["consumer"].split(":")[1])
+        if pid not in dead:
+            return pid
+    return None
+
+
+def test_a_job_whose_workers_keep_dying_is_answered_infra_error_naming_the_deaths(redis_server, procs, tmp_path):
+    prefix, env, r, api, url = start_cluster(redis_server, procs, 1)
+    slow = {"id": "poison", "code": "import time\ntime.sleep(25)\n", "profile": "binary",
+            "limits": {"timeout_s": 30}}
+    dead: set[int] = set()
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(httpx.post, url + "/reward", json=slow, timeout=300)
+        for death in range(3):  # MAX_DELIVERIES: each worker that takes the job is SIGKILLed while running it
+            pid = wait_until(lambda: _holder(r, prefix, dead), 60, "a live worker holding the job")
+            victim = next(p for p in procs if p.pid == pid)
+            victim.kill()
+            victim.wait(10)
+            dead.add(pid)
+            procs.append(start_worker(env, log_to=tmp_path / f"worker-{death}.log"))
+        res = answer.result()
+    body = res.json()
+    assert res.status_code == 200 and body["status"] == "infra_error" and body["reward"] is None
+    assert "died 3 times" in body["message"] and "deadline" not in body["message"]
+    assert httpx.post(url + "/reward", json=item(1), timeout=60).json()["status"] == "passed"  # still serving
+    assert procs[-1].poll() is None and "Traceback" not in (tmp_path / "worker-2.log").read_text()
+    assert int(r.get(f"{prefix}:queued_work") or 0) == 0
+
+
+def test_requests_arriving_together_are_admitted_by_their_work_across_redis(redis_server, procs):
+    prefix, env, r, api, url = start_cluster(redis_server, procs, 1, REWARDBOX_MAX_QUEUED="8")
+    stop(procs[0])  # no worker: nothing admitted can start, so exactly the bound is admitted
+    batches = [[item(10 * b + i) for i in range(4)] for b in range(12)]
+    with ThreadPoolExecutor(12) as pool:
+        futures = [pool.submit(httpx.post, url + "/reward/batch", json={"items": b}, timeout=120) for b in batches]
+        wait_until(lambda: sum(f.done() for f in futures) == 10, 60, "ten refusals")
+        assert int(r.get(f"{prefix}:queued_work")) == 8
+        procs.append(start_worker(env))
+        answers = [f.result() for f in futures]
+    accepted = [(b, a) for b, a in zip(batches, answers, strict=True) if a.status_code == 200]
+    assert len(accepted) == 2 and sum(a.status_code == 429 for a in answers) == 10
+    for batch, answer in accepted:
+        check_results(batch, answer.json()["results"], set())
+    assert int(r.get(f"{prefix}:queued_work")) == 0 and r.hlen(f"{prefix}:undelivered") == 0
+
+
+async def test_a_worker_leaving_hands_back_every_entry_it_holds(redis_server):
+    """Entries read but not started (a worker that fails between reading and starting) go back to the stream,
+    counted as queued work again, before the worker's consumer is deleted (which would drop them)."""
+    from sandboxes import SandboxPool, choose_backend
+    from service.config import Settings
+    from service.worker import Worker
+
+    settings = Settings(redis_url=redis_server.url, redis_prefix=new_prefix(), claim_idle_s=2)
+    worker = Worker(SandboxPool(choose_backend("bubblewrap"), size=1), settings)
+    await worker.queue.ensure_group()
+    now = time.time()
+    jobs = [(f"job-{i}", "", json.dumps({"kind": "score", "item": item(i), "deadline": now + 60, "enqueued": now}),
+             1) for i in range(3)]
+    await worker.queue.enqueue("reply", jobs, False)
+    entries = await worker._read(3)
+    await worker._took(entries)
+    r = redis_server.client()
+    assert int(r.get(f"{settings.redis_prefix}:queued_work")) == 0 and len(entries) == 3
+    assert await worker._hand_back_pending()
+    assert int(r.get(f"{settings.redis_prefix}:queued_work")) == 3
+    again = r.xreadgroup(GROUP, "another", {f"{settings.redis_prefix}:jobs": ">"}, count=10)
+    assert sorted(f["job"] for _, f in again[0][1]) == ["job-0", "job-1", "job-2"]
+    await worker.queue.close()
