@@ -37,8 +37,9 @@ def code_versions() -> dict[str, str]:
     return {**replay_versions(), "image": image_tag()}
 
 
-def cache_key(item: RewardItem, versions: dict[str, str]) -> str:
-    content = {k: v for k, v in item.model_dump(mode="json").items() if k in KEY_FIELDS}
+def cache_key(item: RewardItem, versions: dict[str, str], dump: dict[str, Any] | None = None) -> str:
+    """dump: the item's model_dump(mode="json"), when the caller has it already."""
+    content = {k: v for k, v in (dump or item.model_dump(mode="json")).items() if k in KEY_FIELDS}
     blob = json.dumps({"item": content, "versions": versions}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sandboxes import Job, Result, SandboxPool
@@ -84,12 +85,29 @@ def invalid_result(raw: Any, problem: Problem) -> ItemResult:
                       details={"invalid": [problem.error(prefix=())]})
 
 
-async def checked(items: Sequence[RewardItem | Any], settings: Settings) -> list[RewardItem | Problem]:
-    """Every item parsed and checked; a large request in a thread (pydantic holds the GIL in bursts of one item,
-    so the event loop still runs between them)."""
+@dataclass
+class Checked:
+    """An item after validation: the model, its result-cache key and its JSON form, or the problem."""
 
-    def check_all() -> list[RewardItem | Problem]:
-        return [check_item(x, settings) if isinstance(x, RewardItem) else parse_item(x, settings) for x in items]
+    item: RewardItem | Problem
+    key: str = ""
+    dump: dict[str, Any] | None = None
+
+
+async def checked(items: Sequence[RewardItem | Any], settings: Settings, key_versions: dict[str, str]
+                  ) -> list[Checked]:
+    """Every item parsed, checked, keyed and dumped; a large request in a thread (pydantic and hashing hold the
+    GIL in bursts of one item, so the event loop keeps answering between them)."""
+
+    def one(raw: RewardItem | Any) -> Checked:
+        item = check_item(raw, settings) if isinstance(raw, RewardItem) else parse_item(raw, settings)
+        if isinstance(item, Problem):
+            return Checked(item)
+        dump = item.model_dump(mode="json")
+        return Checked(item, cache_key(item, key_versions, dump), dump)
+
+    def check_all() -> list[Checked]:
+        return [one(x) for x in items]
 
     return await asyncio.to_thread(check_all) if len(items) >= THREAD_AT else check_all()
 
@@ -157,9 +175,9 @@ class LocalExecutor:
         # Reserved before anything is spent on the request; resized to its real work once that is known.
         with self.admission.reserve(min(estimate, self.admission.bound)) as ticket, request_scope():
             try:
-                parsed = await checked(items, self.settings)
-                valid = [(i, x) for i, x in enumerate(parsed) if isinstance(x, RewardItem)]
-                keys = [cache_key(x, self.key_versions) for _, x in valid]
+                parsed = await checked(items, self.settings, self.key_versions)
+                valid = [(i, c.item) for i, c in enumerate(parsed) if isinstance(c.item, RewardItem)]
+                keys = [c.key for c in parsed if isinstance(c.item, RewardItem)]
                 new = self._new_work(valid, keys, use_cache)
                 if new > self.admission.bound:
                     raise too_big(new, self.admission.bound)
@@ -168,8 +186,8 @@ class LocalExecutor:
                 self.metrics.rejected.labels("overloaded").inc(len(items))
                 raise
             results: list[ItemResult | None] = [
-                invalid_result(raw, p) if isinstance(p, Problem) else None for raw, p in zip(items, parsed,
-                                                                                            strict=True)]
+                invalid_result(raw, c.item) if isinstance(c.item, Problem) else None
+                for raw, c in zip(items, parsed, strict=True)]
             scored = await asyncio.gather(*(self._one(item, key, i, deadline, deadline_s, use_cache, ticket)
                                             for (i, item), key in zip(valid, keys, strict=True)))
             for (i, _), result in zip(valid, scored, strict=True):

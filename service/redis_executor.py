@@ -23,7 +23,7 @@ from sandboxes import Job, Result
 from sandboxes.builds import Builder
 
 from .admission import Admission, Ticket
-from .cache import as_hit, cache_key, code_versions
+from .cache import as_hit, code_versions
 from .config import Settings
 from .errors import NotStarted, Overloaded, Unavailable
 from .executor import checked, invalid_result, too_big
@@ -100,14 +100,14 @@ class RedisExecutor:
         # Refused here, before validation, when it cannot fit what Redis held a moment ago: a flood of requests
         # costs this process a counter each, not a validation each. The enqueue script has the last word.
         with await self._reserve(estimate) as ticket:
-            parsed = await checked(items, self.settings)
-            valid = [(i, x) for i, x in enumerate(parsed) if isinstance(x, RewardItem)]
+            parsed = await checked(items, self.settings, self.key_versions)
+            good = [(i, c) for i, c in enumerate(parsed) if isinstance(c.item, RewardItem)]
+            valid = [(i, c.item) for i, c in good]
             answers = await self._submit(
-                [{"kind": "score", "item": item.model_dump(mode="json")} for _, item in valid],
-                [cache_key(item, self.key_versions) if use_cache else "" for _, item in valid],
-                [item_work(item) for _, item in valid], use_cache, deadline_s, ticket) if valid else []
-        results: list[ItemResult | None] = [invalid_result(raw, p) if isinstance(p, Problem) else None
-                                            for raw, p in zip(items, parsed, strict=True)]
+                [{"kind": "score", "item": c.dump} for _, c in good], [c.key if use_cache else "" for _, c in good],
+                [item_work(c.item) for _, c in good], use_cache, deadline_s, ticket) if good else []
+        results: list[ItemResult | None] = [invalid_result(raw, c.item) if isinstance(c.item, Problem) else None
+                                            for raw, c in zip(items, parsed, strict=True)]
         for (i, item), (kind, payload) in zip(valid, answers, strict=True):
             results[i] = await self._result(item, kind, payload, started)
         return [r for r in results if r is not None]

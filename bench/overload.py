@@ -1,0 +1,163 @@
+"""Benchmark: the service under a flood, in both modes. 12 clients each post a /reward/batch of 1,000 distinct cheap
+items at the same moment, against the default bound of 2,048 queued test cases; meanwhile /healthz is probed every
+50 ms. Prints how fast the refused requests were answered, how fast health was answered (next to the same probe on
+the idle service: the baseline of this run), and what became of every accepted item.
+
+    .venv/bin/python bench/overload.py                  # both modes, table
+    .venv/bin/python bench/overload.py --modes embedded --clients 6 --items 500 --json
+
+Bounded and local: loopback only (127.0.0.1), a fixed number of requests, every request with a timeout. Real
+processes: `rewardbox serve` (embedded: its own pool), and for distributed mode a redis-server of our own, one
+`rewardbox worker` and `rewardbox serve` with REDIS_URL. Prints numbers; it is not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.scale import items, loadavg, percentile  # noqa: E402 - the same cheap items and figures
+from tests.conftest import start_server, stop_server  # noqa: E402
+from tests.distributed import (  # noqa: E402 - the same process harness as the tests
+    RedisServer,
+    new_prefix,
+    service_env,
+    start_api,
+    start_worker,
+    stop,
+    wait_for_workers,
+)
+
+COMMON = {"REWARDBOX_MAX_BATCH": "1000", "REWARDBOX_MAX_BODY_MB": "64", "REWARDBOX_MAX_QUEUED": "2048",
+          "REWARDBOX_POOL_SIZE": str(os.cpu_count() or 2), "REWARDBOX_RESULT_CACHE_SIZE": "0",
+          "REWARDBOX_BACKEND": os.environ.get("REWARDBOX_BACKEND", "docker")}
+
+
+def summary(ms: list[float]) -> dict:
+    if not ms:
+        return {"n": 0}
+    return {"n": len(ms), "p50_ms": statistics.median(ms), "p99_ms": percentile(ms, 0.99), "max_ms": max(ms)}
+
+
+def probe(url: str, stop_at: threading.Event | float, every_s: float = 0.05) -> list[float]:
+    """GET /healthz every `every_s` until the event is set (or for that many seconds)."""
+    out = []
+    with httpx.Client(timeout=30) as client:
+        deadline = time.monotonic() + stop_at if isinstance(stop_at, float) else None
+        while not (stop_at.is_set() if isinstance(stop_at, threading.Event) else time.monotonic() > deadline):
+            t0 = time.perf_counter()
+            client.get(url + "/healthz").raise_for_status()
+            out.append((time.perf_counter() - t0) * 1000)
+            time.sleep(every_s)
+    return out
+
+
+def flood(url: str, clients: int, per_request: int) -> dict:
+    baseline = summary(probe(url, 3.0))
+    batches = [json.dumps({"items": items(per_request)}).encode() for _ in range(clients)]  # encoded before t0
+    start = threading.Barrier(clients + 1)
+    done = threading.Event()
+
+    def post(batch: bytes) -> tuple[int, float, list[str]]:
+        with httpx.Client(timeout=600, headers={"content-type": "application/json"}) as client:
+            start.wait()
+            t0 = time.perf_counter()
+            res = client.post(url + "/reward/batch", content=batch)
+            took = (time.perf_counter() - t0) * 1000
+        return res.status_code, took, [r["status"] for r in res.json()["results"]] if res.status_code == 200 else []
+
+    with ThreadPoolExecutor(clients + 1) as pool:
+        health = pool.submit(probe, url, done)
+        futures = [pool.submit(post, b) for b in batches]
+        start.wait()
+        answers = [f.result() for f in futures]
+        done.set()
+        under_flood = summary(health.result())
+    outcomes = Counter(s for code, _, statuses in answers if code == 200 for s in statuses)
+    return {"clients": clients, "items_per_request": per_request,
+            "accepted_requests": sum(code == 200 for code, _, _ in answers),
+            "refused": Counter(str(code) for code, _, _ in answers if code != 200),
+            "rejection": summary([ms for code, ms, _ in answers if code == 429]),
+            "accepted_latency": summary([ms for code, ms, _ in answers if code == 200]),
+            "health_idle": baseline, "health_under_flood": under_flood, "accepted_outcomes": dict(outcomes)}
+
+
+def embedded(args: argparse.Namespace) -> dict:
+    db = os.path.join(tempfile.mkdtemp(prefix="rewardbox-bench-"), "rollouts.sqlite3")
+    proc, url = start_server({**COMMON, "REWARDBOX_DB": db})
+    try:
+        return flood(url, args.clients, args.items)
+    finally:
+        stop_server(proc)
+
+
+def distributed(args: argparse.Namespace) -> dict:
+    redis = RedisServer()
+    redis.start()
+    prefix = new_prefix()
+    env = service_env(redis.url, prefix, **{**COMMON, "REWARDBOX_BACKEND": COMMON["REWARDBOX_BACKEND"]})
+    procs = [start_worker(env)]
+    try:
+        wait_for_workers(redis.client(), prefix, 1)
+        api, url = start_api(env)
+        procs.append(api)
+        return flood(url, args.clients, args.items)
+    finally:
+        for p in reversed(procs):
+            stop(p, signal.SIGTERM, 30)
+        redis.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=12)
+    parser.add_argument("--items", type=int, default=1000)
+    parser.add_argument("--modes", default="embedded,distributed")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    report: dict = {"cpus": os.cpu_count(), "backend": COMMON["REWARDBOX_BACKEND"], "bound": COMMON[
+        "REWARDBOX_MAX_QUEUED"], "load_before": loadavg()}
+    for mode in args.modes.split(","):
+        report[mode] = {"embedded": embedded, "distributed": distributed}[mode](args)
+    report["load_after"] = loadavg()
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    print(f"{report['cpus']} CPUs, {report['backend']} backend, pool of {COMMON['REWARDBOX_POOL_SIZE']} sandboxes, "
+          f"bound {report['bound']} test cases; load average {report['load_before']} before, "
+          f"{report['load_after']} after")
+    print(f"flood: {args.clients} clients x {args.items} items at once; /healthz every 50 ms\n")
+
+    def row(name: str, s: dict) -> str:
+        if not s.get("n"):
+            return f"  {name:28s} (none)"
+        return (f"  {name:28s} n={s['n']:<4d} p50 {s['p50_ms']:8.1f} ms  p99 {s['p99_ms']:8.1f} ms  "
+                f"max {s['max_ms']:8.1f} ms")
+
+    for mode in args.modes.split(","):
+        r = report[mode]
+        print(f"{mode}: {r['accepted_requests']} requests accepted, refused {dict(r['refused']) or 'none'}")
+        print(row("refused requests answered", r["rejection"]))
+        print(row("accepted requests answered", r["accepted_latency"]))
+        print(row("/healthz, idle (baseline)", r["health_idle"]))
+        print(row("/healthz, under the flood", r["health_under_flood"]))
+        print(f"  accepted items: {r['accepted_outcomes']}\n")
+
+
+if __name__ == "__main__":
+    main()
