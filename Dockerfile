@@ -1,12 +1,14 @@
-# The rewardbox service (API and worker), for docker-compose.yml. The sandbox image is separate (`make image`).
-FROM python:3.11-slim
-WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY service ./service
-COPY sandboxes ./sandboxes
-COPY graders ./graders
-COPY trainer ./trainer
-COPY rewardbox ./rewardbox
-RUN pip install --no-cache-dir . && useradd --system --no-create-home rewardbox  # the API runs as it
-EXPOSE 8000
-CMD ["rewardbox", "serve", "--host", "0.0.0.0", "--port", "8000"]
+# The service runtime docker-compose.yml runs (API, workers, Redis), for machines that reach a registry. Offline,
+# scripts/service_image.sh builds the same content from Debian packages and PyPI wheels. The rewardbox code is not
+# copied in: compose mounts the checkout at its host path (see docker-compose.yml).
+FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pip redis-server ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && echo 'rewardbox:x:900:900:rewardbox API:/nonexistent:/usr/sbin/nologin' >>/etc/passwd \
+    && echo 'rewardbox:x:900:' >>/etc/group && mkdir -p /data && chown redis:redis /data
+COPY pyproject.toml /tmp/pyproject.toml
+RUN python3 -c "import tomllib; print('\n'.join(tomllib.load(open('/tmp/pyproject.toml', 'rb'))['project']['dependencies']))" \
+        >/tmp/requirements.txt \
+    && python3 -m pip install --no-cache-dir --break-system-packages -r /tmp/requirements.txt
+ENV PYTHONDONTWRITEBYTECODE=1 LANG=C.UTF-8
+CMD ["/usr/bin/python3"]

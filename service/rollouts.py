@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .models import RewardItem
 from .replay import compare
 from .schema import ERRORS
-from .validation import InvalidRequest, Problem
+from .validation import InvalidRequest, Problem, value_problem
 
 router = APIRouter()
 SUMMARY = ("id", "client_id", "created_at", "status", "language", "profile", "reward", "seq")
@@ -60,13 +61,20 @@ async def export_rollouts(request: Request, status: str | None = None, failed: b
     return StreamingResponse((json.dumps(r) + "\n" for r in rows), media_type="application/x-ndjson")
 
 
+class RunRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=256)
+    summary: dict[str, Any]
+
+
 @router.post("/runs", responses=ERRORS(404, 422))
-async def record_run(request: Request) -> dict:
+async def record_run(run: RunRecord, request: Request) -> dict:
     """Record a benchmark run's summary (`rewardbox bench` posts it)."""
-    body = await request.json()
-    if not isinstance(body, dict) or not isinstance(body.get("name"), str) or not isinstance(body.get("summary"), dict):
-        raise InvalidRequest([Problem((), "expected {name: str, summary: object}", "model_type")])
-    return {"id": _store(request).add_run(body["name"], body["summary"])}
+    problem = value_problem(run.summary, ("summary",))
+    if problem:
+        raise InvalidRequest([problem])
+    return {"id": _store(request).add_run(run.name, run.summary)}
 
 
 @router.get("/runs", responses=ERRORS(404, 422))
