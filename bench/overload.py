@@ -32,16 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.scale import items, loadavg, percentile  # noqa: E402 - the same cheap items and figures
+from tests import distributed as harness  # noqa: E402 - the same process harness as the tests
 from tests.conftest import start_server, stop_server  # noqa: E402
-from tests.distributed import (  # noqa: E402 - the same process harness as the tests
-    RedisServer,
-    new_prefix,
-    service_env,
-    start_api,
-    start_worker,
-    stop,
-    wait_for_workers,
-)
 
 COMMON = {"REWARDBOX_MAX_BATCH": "1000", "REWARDBOX_MAX_BODY_MB": "64", "REWARDBOX_MAX_QUEUED": "2048",
           "REWARDBOX_POOL_SIZE": str(os.cpu_count() or 2), "REWARDBOX_RESULT_CACHE_SIZE": "0",
@@ -107,19 +99,19 @@ def embedded(args: argparse.Namespace) -> dict:
 
 
 def distributed(args: argparse.Namespace) -> dict:
-    redis = RedisServer()
+    redis = harness.RedisServer()
     redis.start()
-    prefix = new_prefix()
-    env = service_env(redis.url, prefix, **{**COMMON, "REWARDBOX_BACKEND": COMMON["REWARDBOX_BACKEND"]})
-    procs = [start_worker(env)]
+    prefix = harness.new_prefix()
+    env = harness.service_env(redis.url, prefix, **COMMON)
+    procs = [harness.start_worker(env)]
     try:
-        wait_for_workers(redis.client(), prefix, 1)
-        api, url = start_api(env)
+        harness.wait_for_workers(redis.client(), prefix, 1)
+        api, url = harness.start_api(env)
         procs.append(api)
         return flood(url, args.clients, args.items)
     finally:
         for p in reversed(procs):
-            stop(p, signal.SIGTERM, 30)
+            harness.stop(p, signal.SIGTERM, 30)
         redis.stop()
 
 
