@@ -158,7 +158,12 @@ class LocalExecutor:
         deadline_s = deadline_s or self.settings.deadline_s
         if work > self.admission.bound:
             raise too_big(work, self.admission.bound)
-        with self.admission.reserve(work) as ticket, request_scope(RUNS):
+        try:
+            ticket = self.admission.reserve(work)
+        except Overloaded:
+            self.metrics.rejected.labels("overloaded").inc()
+            raise
+        with ticket, request_scope(RUNS):
             if not await self.item_slots.acquire((*LANE.get(), 0), deadline_s):
                 raise NotStarted(f"not started within the request's deadline of {deadline_s:g}s")
             ticket.close()

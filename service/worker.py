@@ -185,7 +185,7 @@ class Worker:
         if started > data["deadline"]:
             payload = not_started_payload(data, job_id)
         elif item is None:
-            payload = (await self.pool.run(job_from_wire(data["job"]))).to_dict()
+            payload = (await self.scorer.pool.run(job_from_wire(data["job"]))).to_dict()  # fair, like items
         else:
             result = await self.scorer.score(item, job_id)
             result.details.setdefault("timings", {})["queue_ms"] = round((started - data["enqueued"]) * 1000, 3)
