@@ -112,10 +112,12 @@ async def checked(items: Sequence[RewardItem | Any], settings: Settings, key_ver
     return await asyncio.to_thread(check_all) if len(items) >= THREAD_AT else check_all()
 
 
-def too_big(work: int, bound: int) -> InvalidRequest:
-    return InvalidRequest([Problem(("items",), f"the request holds {work} test cases to run; at most {bound} are "
-                                   "accepted at once (REWARDBOX_MAX_QUEUED): send it in smaller requests",
-                                   "too_long")])
+def too_big(work: int, bound: int, items: int = 2) -> InvalidRequest:
+    """A request that could never be admitted, whatever the queue holds (one item's cases: the request as a
+    whole is at fault; a batch's: its items)."""
+    loc = () if items == 1 else ("items",)
+    return InvalidRequest([Problem(loc, f"the request holds {work} test cases to run; at most {bound} are accepted "
+                                   "at once (REWARDBOX_MAX_QUEUED): send it in smaller requests", "too_long")])
 
 
 class LocalExecutor:
@@ -157,7 +159,7 @@ class LocalExecutor:
     async def admit(self, work: int, deadline_s: float | None = None) -> AsyncIterator[None]:
         deadline_s = deadline_s or self.settings.deadline_s
         if work > self.admission.bound:
-            raise too_big(work, self.admission.bound)
+            raise too_big(work, self.admission.bound, 1)
         try:
             ticket = self.admission.reserve(work)
         except Overloaded:
@@ -185,7 +187,7 @@ class LocalExecutor:
                 keys = [c.key for c in parsed if isinstance(c.item, RewardItem)]
                 new = self._new_work(valid, keys, use_cache)
                 if new > self.admission.bound:
-                    raise too_big(new, self.admission.bound)
+                    raise too_big(new, self.admission.bound, len(items))
                 ticket.resize(new)
             except Overloaded:
                 self.metrics.rejected.labels("overloaded").inc(len(items))

@@ -96,7 +96,7 @@ class RedisExecutor:
         started = time.perf_counter()
         estimate = sum(item_work(x) for x in items)
         if estimate > self.admission.bound:
-            raise too_big(estimate, self.admission.bound)
+            raise too_big(estimate, self.admission.bound, len(items))
         # Refused here, before validation, when it cannot fit what Redis held a moment ago: a flood of requests
         # costs this process a counter each, not a validation each. The enqueue script has the last word.
         with await self._reserve(estimate) as ticket:
@@ -142,7 +142,7 @@ class RedisExecutor:
     async def admit(self, work: int, deadline_s: float | None = None) -> AsyncIterator[None]:
         """Each /run_code job is admitted by the enqueue script; here only what can never fit is refused."""
         if work > self.admission.bound:
-            raise too_big(work, self.admission.bound)
+            raise too_big(work, self.admission.bound, 1)
         yield
 
     async def run(self, job: Job) -> Result:

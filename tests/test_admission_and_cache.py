@@ -84,9 +84,11 @@ def test_requests_arriving_together_are_admitted_by_their_work_atomically(small_
 
 def test_work_is_counted_in_test_cases_not_items(small_server):
     many_cases = {**item(50), "tests": {"kind": "io", "cases": [{"stdin": "", "stdout": ""}] * 9}}
-    too_big = httpx.post(small_server + "/reward/batch", json={"items": [many_cases]}, timeout=60)
+    too_big = httpx.post(small_server + "/reward/batch", json={"items": [many_cases, item(49)]}, timeout=60)
     assert too_big.status_code == 422 and too_big.json()["detail"][0]["loc"] == ["body", "items"]
-    assert "9 test cases" in too_big.json()["detail"][0]["msg"]
+    assert "10 test cases" in too_big.json()["detail"][0]["msg"]
+    alone = httpx.post(small_server + "/reward", json=many_cases, timeout=60)
+    assert alone.status_code == 422 and "9 test cases" in alone.json()["detail"][0]["msg"]
     with ThreadPoolExecutor(4) as pool:
         sleepers = [pool.submit(run_code, small_server, SLEEPER.format(s=4)) for _ in range(2)]
         wait_until(lambda: state(small_server)["busy"] == 2, 60, "both sandboxes busy")
