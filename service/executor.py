@@ -179,8 +179,12 @@ class LocalExecutor:
         deadline_s = deadline_s or self.settings.deadline_s
         deadline = time.monotonic() + deadline_s
         estimate = sum(item_work(x) for x in items)
-        # Reserved before anything is spent on the request; resized to its real work once that is known.
-        with self.admission.reserve(min(estimate, self.admission.bound)) as ticket, request_scope():
+        try:  # reserved before anything is spent on the request; resized to its real work once that is known
+            ticket = self.admission.reserve(min(estimate, self.admission.bound))
+        except Overloaded:
+            self.metrics.rejected.labels("overloaded").inc(len(items))
+            raise
+        with ticket, request_scope():
             try:
                 parsed = await checked(items, self.settings, self.key_versions)
                 valid = [(i, c.item) for i, c in enumerate(parsed) if isinstance(c.item, RewardItem)]
