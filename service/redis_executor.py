@@ -114,8 +114,10 @@ class RedisExecutor:
 
     async def _reserve(self, work: int) -> Ticket:
         try:
-            if not self.admission.fits(work):
-                self.admission.elsewhere = await self.queue.queued()  # fresh, before refusing
+            # Asked afresh only when this process's own requests leave room: Redis may be busy running the
+            # enqueue of those very requests, and a refusal should not wait behind it.
+            if not self.admission.fits(work) and self.admission.queued + work <= self.admission.bound:
+                self.admission.elsewhere = await self.queue.queued()
             return self.admission.reserve(work)
         except DOWN as e:
             raise Unavailable(f"Redis: {e}") from None
