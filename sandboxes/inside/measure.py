@@ -7,7 +7,9 @@ per io case), followed by the usual clean-up, so that:
 - everything the program's processes spend counts: import time, threads (wait4 of the process), and helpers it
   forked but did not wait for (reaped by the runner as sub-reaper, their rusage added here);
 - nothing survives from one run into the next (processes killed, files wiped): no cache on disk, no daemon
-  working for the next run, no interference with the other program's run.
+  working for the next run, no interference with the other program's run;
+- memory kept in files counts as memory: a run's peak memory is its processes' peak RSS plus what its files hold
+  on the sandbox's tmpfs mounts (sampled while a judge job runs, and once more before the wipe).
 
 job = {"programs": {name: {"code", "module"}}, "order": [names alternated per round], "once": [names measured in
        the first round only], "points": [{"name", "judge": spec} | {"name", "io": [stdin, ...]}], "rounds": int,
@@ -24,6 +26,8 @@ result = {"status": "ok" | "timeout", "runs": [{"program", "point", "round", "st
 from __future__ import annotations
 
 import time
+
+import usage
 
 MAX_ROUNDS = 15
 
@@ -84,13 +88,15 @@ def _settled(runs: list[dict], order: list[str], point: str, agree: float, full:
 def _measure_one(runner, program: dict, point: dict, limits: dict) -> dict | None:
     runner.orphan_cpu_ms, runner.orphan_maxrss_kb = 0.0, 0
     started = time.monotonic()
+    files_before = usage.files_written_kb()
     if "judge" in point:
         res = runner.judge_job({"candidate": program, "judge": point["judge"]}, limits)
         cases = [e for e in res.get("events", []) if e.get("event") == "case"]
         load = next((e for e in res.get("events", []) if e.get("event") == "load"), {})
         passed = bool(cases) and bool(load.get("ok")) and all(c.get("passed") for c in cases)
         digests = [str(e.get("digest")) for e in res.get("events", []) if e.get("event") == "digest"]
-        cpu, peak, status = res.get("cpu_ms", 0.0), res.get("peak_memory_kb", 0), res.get("status")
+        cpu, status = res.get("cpu_ms", 0.0), res.get("status")
+        peak = res.get("peak_memory_kb", 0) + max(res.get("files_kb", 0), usage.files_written_kb() - files_before)
         spec_error = res.get("spec_error")
     else:
         cpu, peak, status, passed, digests, cases, spec_error = 0.0, 0, "ok", True, [], point["io"], None
@@ -98,7 +104,7 @@ def _measure_one(runner, program: dict, point: dict, limits: dict) -> dict | Non
             res = runner.run_job({"program": {"code": program["code"], "filename": "solution.py"}, "stdin": stdin},
                                  limits, runner.zygote)
             cpu += res.get("cpu_ms", 0.0)
-            peak = max(peak, res.get("peak_memory_kb", 0))
+            peak = max(peak, res.get("peak_memory_kb", 0) + usage.files_written_kb() - files_before)
             if res.get("status") != "ok":
                 status, passed = res.get("status"), False
             if not _clean(runner):
