@@ -144,6 +144,14 @@ class RewardItem(Strict):
     def _lower(cls, v: str) -> str:
         return v.strip().lower()
 
+    @model_validator(mode="after")
+    def _tests_can_outweigh(self) -> RewardItem:
+        """seed/gated promise that passing every test beats not passing (service/reward.py): that needs a weight."""
+        w = self.weights
+        if w is not None and self.profile in ("seed", "gated") and w.executability + w.pass_rate <= 0:
+            raise ValueError("weights: executability + pass_rate must be > 0 under the seed and gated profiles")
+        return self
+
 
 class BatchRequest(BaseModel):
     items: list[Any] = Field(min_length=1)
