@@ -82,7 +82,7 @@ def from_judge(result: Result, entry_point: str | None) -> Outcome:
     verdicts = [Verdict(c["name"], bool(c["passed"]), c["status"], c.get("message", ""), c.get("cpu_ms"))
                 for c in cases]
     for name in (plan or [])[len(verdicts) :]:  # cases the job never reached (whole-item cap) are failed
-        verdicts.append(Verdict(name, False, "not_run", "the item's time cap ran out before this case"))
+        verdicts.append(Verdict(name, False, "not_run", result.error or "the item's time cap ran out before this case"))
     outcome = Outcome("failed", verdicts=verdicts)
     if not load.get("ok"):
         if load.get("stage") == "parse":
@@ -95,6 +95,9 @@ def from_judge(result: Result, entry_point: str | None) -> Outcome:
     if not outcome.executable:
         outcome.message = f"entry point {entry_point!r} is not defined"
     if not verdicts:
+        if result.status != Status.OK:  # the program ended the job (memory, disk, time) before the plan was known
+            outcome.status, outcome.message = _program_status(result) or _run_status(result), result.error or ""
+            return _execution(outcome, result)
         return Outcome("invalid_input", message="the tests contain no test case")
     if outcome.all_passed:
         outcome.status = "passed"

@@ -687,6 +687,8 @@ def judge_pytest(spec: dict, chan: Channel, rep: Reporter, load: dict) -> None:
                 message = "" if report.passed else str(report.longrepr)[-MESSAGE_CAP:]
                 if "CaseTimeout" in message:
                     status = "timeout"
+                elif "CandidateGone" in message:
+                    status = "runtime_error"
                 rep.case(report.nodeid.split("::", 1)[-1], report.passed and not report.skipped, status, message)
                 if chan.broken:
                     chan.respawn()
