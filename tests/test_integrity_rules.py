@@ -158,7 +158,8 @@ def test_javascript_flags_ignore_comments_and_strings():
     assert js_flags("process.exit(0);\n") == ["exit_call"]
     assert js_flags("const f = new Function('return 1');\n") == ["dynamic_code"]
     assert js_flags("const t = `a${eval('1')}b`;\n") == ["dynamic_code"]
-    assert js_flags("// process.exit(0) and eval(x)\nconst s = 'eval(' + \"process.exit\";\nconst r = /eval(/g;\n") == []
+    assert js_flags("// process.exit(0) and eval(x)\nconst s = 'eval(' + \"process.exit\";\n"
+                    "const r = /eval(/g;\n") == []
 
 
 # ------------------------------------------------------------------------------ classes 6 and 8: values
@@ -250,5 +251,6 @@ def test_rust_types_posing_as_the_answer_are_refused(code):
 
 
 def test_rust_canonical_style_code_is_not_refused():
-    code = "fn explain() -> String {\n    let s = String::from(\"checks whether n is prime\");\n    s.to_lowercase()\n}\n"
+    code = ("fn explain() -> String {\n    let s = String::from(\"checks whether n is prime\");\n"
+            "    s.to_lowercase()\n}\n")
     assert forbidden_constructs(code, EXPLAIN_TEST) == []

@@ -23,8 +23,9 @@ ADD_ASSERT = {"kind": "assert", "entry_point": "add",
               "test_code": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(5, 5) == 10\n"}
 ADD_FUNCTION = {"kind": "function", "entry_point": "add",
                 "cases": [{"args": [1, 2], "expected": 3}, {"args": [5, 5], "expected": 10}]}
-ADD_PYTEST = {"kind": "pytest", "test_code": "from solution import add\n\n\ndef test_small():\n    assert add(1, 2) == 3\n"
-                                             "\n\ndef test_equal():\n    assert add(5, 5) == 10\n"}
+ADD_PYTEST = {"kind": "pytest", "test_code": "from solution import add\n\n\ndef test_small():\n"
+                                             "    assert add(1, 2) == 3\n\n\ndef test_equal():\n"
+                                             "    assert add(5, 5) == 10\n"}
 KINDS = {"assert": ADD_ASSERT, "function": ADD_FUNCTION, "pytest": ADD_PYTEST}
 
 
@@ -91,7 +92,8 @@ async def test_a_frame_too_big_for_the_judges_memory_is_the_programs_failure(sco
 
 JS_ATTACKS = {
     "closes_its_request_pipe": "require('fs').closeSync(3);\nfunction add(a, b) { return a + b; }\n",
-    "writes_a_deep_frame": "const fs = require('fs');\nconst b = Buffer.from('['.repeat(100000) + ']'.repeat(100000));\n"
+    "writes_a_deep_frame": "const fs = require('fs');\n"
+                           "const b = Buffer.from('['.repeat(100000) + ']'.repeat(100000));\n"
                            "const h = Buffer.alloc(4); h.writeUInt32BE(b.length);\n"
                            "fs.writeSync(4, Buffer.concat([h, b]));\nfunction add(a, b) { return a + b; }\n",
     "writes_garbage": "require('fs').writeSync(4, Buffer.from([0, 0, 0, 5, 255, 254, 253, 252, 251]));\n"
@@ -115,7 +117,8 @@ async def test_breaking_the_channel_from_javascript_is_the_programs_failure(scor
     (ADD_OK + "CASES = 'not a list'\n",
      "import pytest\nfrom solution import add, CASES\n\n\n@pytest.mark.parametrize('a', CASES + [1])\n"
      "def test_add(a):\n    assert add(a, 0) == a\n"),
-    (ADD_OK + "LIMIT = 'x'\n", "from solution import *\n\nTOP = LIMIT + 1\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"),
+    (ADD_OK + "LIMIT = 'x'\n",
+     "from solution import *\n\nTOP = LIMIT + 1\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"),
 ])
 async def test_a_test_file_that_cannot_collect_against_the_program_is_the_programs_failure(scorer, code, test_code):
     res = await score(scorer, code, {"kind": "pytest", "test_code": test_code})
@@ -132,7 +135,8 @@ async def test_set_up_that_fails_on_the_programs_values_is_the_programs_failure(
 @pytest.mark.parametrize("filler", [
     "for _i in range(5):\n    try:\n        with open(f'/scratch/c/f{_i}', 'wb') as _f:\n"
     "            _f.write(b'x' * (15 << 20))\n    except OSError:\n        pass\n",
-    "for _i in range(5000):\n    try:\n        open(f'/scratch/c/i{_i}', 'w').close()\n    except OSError:\n        break\n",
+    "for _i in range(5000):\n    try:\n        open(f'/scratch/c/i{_i}', 'w').close()\n"
+    "    except OSError:\n        break\n",
 ])
 async def test_filling_the_scratch_space_the_judge_shares_is_the_programs_failure(scorer, filler):
     assert_earned(await score(scorer, filler + ADD_OK, ADD_PYTEST), "output_limit")
@@ -143,7 +147,8 @@ async def test_filling_the_scratch_space_the_judge_shares_is_the_programs_failur
                                                           "    assert candidate(1, 2) == 3\n"},
     {"kind": "pytest", "test_code": "import no_such_module\n\n\ndef test_add():\n    assert True\n"},
     {"kind": "pytest", "test_code": "def test_add(:\n    pass\n"},
-    {"kind": "assert", "entry_point": "add", "test_code": "def check(candidate):\n    assert candidate(lambda: 1, 2)\n"},
+    {"kind": "assert", "entry_point": "add",
+     "test_code": "def check(candidate):\n    assert candidate(lambda: 1, 2)\n"},
 ])
 async def test_a_spec_broken_on_its_own_is_still_invalid_input(scorer, tests):
     res = await score(scorer, ADD_OK, tests)
@@ -152,9 +157,9 @@ async def test_a_spec_broken_on_its_own_is_still_invalid_input(scorer, tests):
 
 # --------------------------------------------------------------------------- class 2: builtin shadowing
 
-DOUBLES = ("def abs(*a, **k):\n    return 0\ndef tuple(*a, **k):\n    return 0\ndef sum(*a, **k):\n    return 0\n"
-           "def range(*a, **k):\n    return []\ndef all(*a, **k):\n    return True\ndef any(*a, **k):\n    return True\n"
-           "def set(*a, **k):\n    return 0\ndef sorted(*a, **k):\n    return 0\ndef list(*a, **k):\n    return 0\n")
+DOUBLES = "".join(f"def {name}(*a, **k):\n    return {value}\n" for name, value in (
+    ("abs", 0), ("tuple", 0), ("sum", 0), ("range", []), ("all", True), ("any", True), ("set", 0), ("sorted", 0),
+    ("list", 0)))
 
 
 @pytest.mark.parametrize("number", [2, 4, 32, 33, 37, 38, 50])
@@ -295,7 +300,8 @@ N = 300_000
 TOTAL_TESTS = {"kind": "assert", "entry_point": "total",
                "test_code": f"def check(candidate):\n    assert candidate(10) == 285\n"
                             f"    assert candidate({N}) == {(N - 1) * N * (2 * N - 1) // 6}\n"}
-KEEPS_FILES = SQUARES.replace("    return s\n", "    for k in range(2):\n        with open(f'/tmp/hold{k}', 'wb') as f:\n"
+KEEPS_FILES = SQUARES.replace("    return s\n", "    for k in range(2):\n"
+                              "        with open(f'/tmp/hold{k}', 'wb') as f:\n"
                               "            for _ in range(15):\n                f.write(b'x' * (1 << 20))\n"
                               "    return s\n")
 HOLDS_FILES_DURING_THE_CALL = KEEPS_FILES.replace("    return s\n", "    import os, time\n    time.sleep(0.3)\n"
@@ -370,11 +376,13 @@ async def test_big_ints_cross_from_the_tests_and_from_javascript(scorer):
 # ------------------------------------------------------------------------------------------ class 7: Rust
 
 EXPLAIN_TEST = ("#[cfg(test)]\nmod tests {\n    use super::*;\n\n    #[test]\n    fn test_explain() {\n"
-                "        let explanation = explain();\n        assert!(explanation.to_lowercase().contains(\"prime\"));\n"
+                "        let explanation = explain();\n"
+                "        assert!(explanation.to_lowercase().contains(\"prime\"));\n"
                 "        assert!(explanation.to_lowercase().contains(\"sqrt\"));\n    }\n}\n")
 RUST_IMPOSTORS = {
     "struct_with_string_methods": "struct Fake;\nimpl Fake {\n    fn to_lowercase(&self) -> Fake { Fake }\n"
-                                  "    fn contains(&self, _: &str) -> bool { true }\n}\nfn explain() -> Fake { Fake }\n",
+                                  "    fn contains(&self, _: &str) -> bool { true }\n}\n"
+                                  "fn explain() -> Fake { Fake }\n",
     "trait_methods_on_string": "trait Lie { fn contains(&self, _: &str) -> bool; }\n"
                                "impl Lie for String { fn contains(&self, _: &str) -> bool { true } }\n"
                                "fn explain() -> String { String::new() }\n",
