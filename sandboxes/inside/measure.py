@@ -54,8 +54,11 @@ def measure_job(runner, job: dict, limits: dict) -> dict:
                 if left <= 0:
                     return {"status": "timeout", "error": "the measurement exceeded its time cap", "runs": runs}
                 run = _measure_one(runner, programs[name], point, {**limits, "total_s": min(left, limits["total_s"])})
-                if run is None:
-                    return {"status": "sandbox_error", "error": "a job process survived clean-up", "runs": runs}
+                if run is None:  # only that run's own processes could outlive its wipe: its failure, never ours
+                    runs.append({"program": name, "point": point["name"], "round": rnd, "status": "runtime_error",
+                                 "passed": False, "cases": 0, "digests": [], "cpu_ms": 0.0, "peak_memory_kb": 0,
+                                 "wall_ms": 0.0, "error": "a process of this run survived clean-up"})
+                    return {"status": "ok", "runs": runs}  # the runner replaces the sandbox after the job
                 spec_error = run.pop("spec_error")
                 if spec_error and name not in once:  # the no-op may break a set-up that uses the program's names
                     return {"status": "ok", "spec_error": spec_error, "runs": runs}
@@ -117,7 +120,10 @@ def _measure_one(runner, program: dict, point: dict, limits: dict) -> dict | Non
 
 
 def _clean(runner) -> bool:
+    uids = set(runner.used_uids)
     clean = runner.after_job()
     runner.reap()
     runner.used_uids.clear()
+    if not clean:  # left for the serve loop's own clean-up after the job, which replaces the sandbox if it fails
+        runner.used_uids |= uids
     return clean

@@ -561,10 +561,11 @@ class Runner:
         """Why the judge ended without a verdict. Its channel faults are its own to handle (judge.py: SIGPIPE
         ignored, any bytes decoded safely), so the one thing the candidate can still do to it is exhaust the
         sandbox's memory: the OOM killer takes candidate processes first (oom_score_adj 1000 against 500), then
-        the judge. A judge SIGKILLed while the sandbox's OOM counter moved is the program's memory_limit; any other
-        end (a crash, an exit without a verdict) is a fault of ours."""
+        the judge. A judge SIGKILLed while the sandbox's OOM counter moved (or, without a counter to read, SIGKILLed
+        at all: nothing else sends it) is the program's memory_limit; any other end (a crash, an exit without a
+        verdict) is a fault of ours."""
         killed = status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-        if killed and self._oom_kills() > oom_before:
+        if killed and (self.oom_control is None or self._oom_kills() > oom_before):
             return "memory_limit", "the program exhausted the sandbox's memory (the judge was OOM-killed)"
         return "sandbox_error", f"{why} (judge status {status})"
 
