@@ -17,6 +17,7 @@ from service.benchmark import humaneval_tests
 from service.config import Settings
 from service.models import ItemResult, RewardItem
 from service.scoring import Scorer
+from tests.test_efficiency import EQUAL_COST, TOTAL_TESTS, UNIQUE_QUADRATIC, UNIQUE_REF, UNIQUE_TESTS
 
 ADD_OK = "def add(a, b):\n    return a + b\n"
 ADD_ASSERT = {"kind": "assert", "entry_point": "add",
@@ -284,29 +285,17 @@ async def test_the_linter_reads_the_program_that_runs(scorer):
 
 # -------------------------------------------------------------------------------- class 5: efficiency gaming
 
-UNIQUE_REF = "def count_unique(xs):\n    return len(set(xs))\n"
-UNIQUE_QUADRATIC = ("def count_unique(xs):\n    seen = []\n    for x in xs:\n        if x not in seen:\n"
-                    "            seen.append(x)\n    return len(seen)\n")
 BURN_ON_SMALL_INPUTS = "import time\n" + UNIQUE_QUADRATIC.replace(
     "    seen = []\n", "    if 1000 <= len(xs) < 8000 and len(xs) != 6000:\n        t = time.process_time()\n"
     "        while time.process_time() - t < 0.35:\n            pass\n    seen = []\n")
-UNIQUE_TESTS = {"kind": "assert", "entry_point": "count_unique",
-                "test_code": "def check(candidate):\n    assert candidate([1, 1, 2]) == 2\n"
-                             "    assert candidate(list(range(3000)) * 2) == 3000\n",
-                "scaling": {"generator": "def generate(n):\n    return [list(range(n)) * 2]\n",
-                            "sizes": [500, 1000, 2000, 4000]}}
-SQUARES = "def total(n):\n    s = 0\n    for i in range(n):\n        s += i * i\n    return s\n"
-N = 300_000
-TOTAL_TESTS = {"kind": "assert", "entry_point": "total",
-               "test_code": f"def check(candidate):\n    assert candidate(10) == 285\n"
-                            f"    assert candidate({N}) == {(N - 1) * N * (2 * N - 1) // 6}\n"}
-KEEPS_FILES = SQUARES.replace("    return s\n", "    for k in range(2):\n"
+SQUARES = EQUAL_COST
+KEEPS_FILES = SQUARES.replace("    return acc\n", "    for k in range(2):\n"
                               "        with open(f'/tmp/hold{k}', 'wb') as f:\n"
                               "            for _ in range(15):\n                f.write(b'x' * (1 << 20))\n"
-                              "    return s\n")
-HOLDS_FILES_DURING_THE_CALL = KEEPS_FILES.replace("    return s\n", "    import os, time\n    time.sleep(0.3)\n"
+                              "    return acc\n")
+HOLDS_FILES_DURING_THE_CALL = KEEPS_FILES.replace("    return acc\n", "    import os, time\n    time.sleep(0.3)\n"
                                                   "    for k in range(2):\n        os.unlink(f'/tmp/hold{k}')\n"
-                                                  "    return s\n")
+                                                  "    return acc\n")
 
 
 async def efficiency(scorer: Scorer, code: str, reference: str, tests: dict) -> dict:
