@@ -41,6 +41,7 @@ class QualityReport:
     maintainability_index: float | None = None
     cyclomatic: list[dict[str, Any]] = field(default_factory=list)
     suppressions: int = 0
+    dead_statements: int | None = None  # statements that do nothing: left out of pylint's density
     messages: list[dict[str, Any]] = field(default_factory=list)
     message_count: int = 0
     reason: str = ""
@@ -53,6 +54,7 @@ class QualityReport:
             "maintainability_index": self.maintainability_index,
             "cyclomatic": self.cyclomatic,
             "suppressions": self.suppressions,
+            **({"dead_statements": self.dead_statements} if self.dead_statements is not None else {}),
             "messages": self.messages,
             "message_count": self.message_count,
             "reason": self.reason,
@@ -112,6 +114,7 @@ class QualityGrader:
             maintainability_index=mi,
             cyclomatic=data.get("cyclomatic", []),
             suppressions=int(data.get("suppressions", 0)),
+            dead_statements=int(data.get("dead_statements", 0)),
             messages=messages[:MAX_MESSAGES_IN_RESPONSE],
             message_count=message_count,
         )

@@ -273,6 +273,8 @@ async def test_laundering_does_not_raise_quality(quality, form):
     assert plain.score is not None and laundered.score is not None, (plain.reason, laundered.reason)
     assert laundered.pylint_score <= plain.pylint_score + 1e-9, (laundered.details(), plain.details())
     assert laundered.score <= plain.score + 1e-9, (laundered.details(), plain.details())
+    if "dead" in form or "after" in form or "padding" in form or "constants" in form or "unused" in form:
+        assert laundered.details()["dead_statements"] > 0
 
 
 async def test_the_linter_reads_the_program_that_runs(scorer):
