@@ -12,11 +12,16 @@ Inputs come from one measuring job: candidate and reference run the item's tests
                    program's lowest run is confirmed by a second one within 5 % (or 0.5 ms). The median of the
                    per-round ratios is reported too (bench/efficiency_stability.py compares the two).
     time_score   = 1 if r <= 1.25, 0 if r >= 16 (or a timeout), else 1 - ln(r / 1.25) / ln(16 / 1.25)
-    extra memory = median peak RSS - the no-op program's peak RSS (same sandbox, same way)
+    extra memory = median peak memory - the no-op program's (same sandbox, same way); a run's peak memory is its
+                   processes' peak RSS plus what its files hold on the sandbox's tmpfs (memory all the same)
     memory ratio = 1 if candidate extra - reference extra <= 2 MiB, else candidate extra / max(reference extra, 2 MiB)
     memory_score = the time clip points applied to the memory ratio
     complexity_factor (only with tests.scaling): slopes s of log(CPU(n) - no-op CPU) against log(n), fitted by least
-                   squares over the sizes (median CPU per size); excess e = s_candidate - s_reference;
+                   squares over the sizes (median CPU per size); excess e = s_candidate - s_reference, but never
+                   less than log(w / 2) / log(n_max / n_min), w the candidate's worst CPU ratio to the reference
+                   at any size (min over rounds each): a program can only ever *add* CPU time, so burning a
+                   constant time on small inputs flattens its fitted slope but raises its ratio there, and the
+                   ratio bound still holds (constant factors up to 2 are free of it);
                    1 if e <= 0.3, 0 if e >= 1.5 (or a timeout at any size), linear between; 1 without scaling.
 Without a reference the candidate is measured alone, relative to its limits:
     time_score = 1 - CPU / (timeout_s * cases), memory_score = 1 - extra memory / memory limit, clipped to 0..1.
@@ -36,6 +41,7 @@ FULL, ZERO = 1.25, 16.0  # ratio clip points: <= FULL scores 1, >= ZERO scores 0
 MEMORY_SLACK_KB = 2048  # memory differences smaller than this are ignored
 SLOPE_SLACK, SLOPE_ZERO = 0.3, 1.5  # complexity: slope excess up to SLOPE_SLACK is free, SLOPE_ZERO scores 0
 MIN_FIT_MS = 2.0  # CPU above the no-op floor is clamped to this before taking logs (below it: noise)
+RATIO_SLACK = 2.0  # complexity: a worst per-size CPU ratio up to this is a constant factor, not a slope
 TESTS = "tests"  # the measured point that runs the item's own tests
 
 
@@ -130,9 +136,18 @@ def complexity(runs: Runs, sizes: list[int], floor_ms: float) -> tuple[float, di
     cand_ms = [runs.median_cpu("candidate", p) - floor_ms for p in points]
     ref_ms = [runs.median_cpu("reference", p) - floor_ms for p in points]
     s_cand, s_ref = slope(sizes, cand_ms), slope(sizes, ref_ms)
+    worst = max(min(runs.cpu("candidate", p)) / max(min(runs.cpu("reference", p)), 0.1) for p in points)
+    bound = ratio_bound(worst, sizes)
     inputs = {"sizes": sizes, "candidate_cpu_ms": _r(cand_ms), "reference_cpu_ms": _r(ref_ms),
-              "candidate_slope": round(s_cand, 3), "reference_slope": round(s_ref, 3)}
-    return slope_factor(s_cand - s_ref), inputs, ""
+              "candidate_slope": round(s_cand, 3), "reference_slope": round(s_ref, 3),
+              "worst_ratio": round(worst, 4), "ratio_bound": round(bound, 3)}
+    return slope_factor(max(s_cand - s_ref, bound)), inputs, ""
+
+
+def ratio_bound(worst_ratio: float, sizes: list[int]) -> float:
+    """The least slope excess a candidate whose worst per-size CPU ratio is worst_ratio can have, whatever
+    constant time it added at the smaller sizes (up to RATIO_SLACK counts as a constant factor)."""
+    return math.log(max(worst_ratio / RATIO_SLACK, 1.0)) / math.log(sizes[-1] / sizes[0])
 
 
 def against_reference(runs: Runs, sizes: list[int] | None) -> EfficiencyReport:

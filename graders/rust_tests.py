@@ -16,6 +16,13 @@ process boundary. What a candidate could do to fake a pass, and what stops it:
   prelude or primitive name are rejected.
 - return a type of its own whose hand-written `PartialEq`/`PartialOrd`/operator impl always agrees: naming those
   traits outside `#[derive(...)]` is rejected (none of the 180 HumanEval-Rust canonical solutions does).
+- return a type of its own whose methods are named like the ones the tests call on the answer (`contains`,
+  `to_lowercase`: a struct whose `contains` always says yes), or add such methods to a std type through a
+  trait of its own (a trait method on `String` is found before `str`'s own): a candidate `impl` or `trait` block
+  defining a method the test code calls, or a macro that defines functions from a parameter (`fn $name`), is
+  rejected (none of the 180 canonical solutions has an impl, a trait or a macro).
+A refused program is a `syntax_error` (rejected before compiling, executability 0), the lowest status in every
+profile: refusing can never score better than what compiling and running the program would have earned.
 Residual risk: a candidate that exploits a soundness bug of rustc itself (safe code reaching undefined
 behaviour, e.g. rust-lang/rust#25860) could still corrupt the harness; these need deliberate, version-specific
 exploit code.
@@ -62,6 +69,9 @@ DERIVE = re.compile(r"#\s*\[\s*derive\s*\([^)]*\)\s*\]")
 ITEM_NAME = re.compile(r"\b(?:fn|struct|enum|union|type|trait|mod|const|static|macro_rules\s*!)\s+(?:r#)?(\w+)")
 ASSERT_MACROS = re.compile(r"(?<![\w:])(assert|assert_eq|assert_ne|debug_assert|debug_assert_eq|debug_assert_ne|"
                            r"panic|vec|format|matches|unreachable|unimplemented|todo)\s*!")
+METHOD_CALL = re.compile(r"\.\s*(?:r#)?([A-Za-z_]\w*)\s*(?:::\s*<[^;{}]*?>\s*)?\(")
+IMPL_OR_TRAIT = re.compile(r"\b(?:impl|trait)\b")
+MACRO_FN = re.compile(r"\bfn\s+\$")
 TEST_FN = re.compile(r"#\[test\]\s*(?:#\[[^\]]*\]\s*)*(?:pub\s+)?fn\s+(\w+)")
 TEST_MOD = re.compile(r"\bmod\s+(\w+)\s*\{")
 SEPARATOR = "\n\n#[allow(dead_code)]\nconst __REWARDBOX_TESTS_FOLLOW: () = ();\n\n"
@@ -106,7 +116,7 @@ def strip_comments_and_strings(code: str) -> str:
     return "".join(out)
 
 
-def forbidden_constructs(code: str) -> list[str]:
+def forbidden_constructs(code: str, test_code: str = "") -> list[str]:
     """What in the candidate's source rust_test refuses to judge (see the module docstring)."""
     bare = strip_comments_and_strings(code)
     idents = set(re.findall(r"(?:r#)?([A-Za-z_]\w*)", bare))
@@ -114,7 +124,28 @@ def forbidden_constructs(code: str) -> list[str]:
     traits = set(re.findall(r"(?:r#)?([A-Za-z_]\w*)", DERIVE.sub(" ", bare))) & LYING_TRAITS
     found += sorted(f"names {name} outside #[derive]" for name in traits)
     found += sorted(f"defines {name}" for name in set(ITEM_NAME.findall(bare)) & PRELUDE_NAMES)
+    called = set(METHOD_CALL.findall(strip_comments_and_strings(test_code)))
+    found += sorted(f"defines a method {name} that the tests call" for name in _block_methods(bare) & called)
+    if MACRO_FN.search(bare):
+        found.append("a macro defining functions from a parameter")
     return found
+
+
+def _block_methods(bare: str) -> set[str]:
+    """Names of the functions defined inside the candidate's impl and trait blocks."""
+    names: set[str] = set()
+    for m in IMPL_OR_TRAIT.finditer(bare):
+        start = bare.find("{", m.end())
+        if start < 0:
+            continue
+        depth, end = 0, len(bare)
+        for i in range(start, len(bare)):
+            depth += {"{": 1, "}": -1}.get(bare[i], 0)
+            if depth == 0:
+                end = i
+                break
+        names |= set(re.findall(r"\bfn\s+(?:r#)?(\w+)", bare[start:end]))
+    return names
 
 
 def qualify_macros(test_code: str) -> str:
@@ -134,10 +165,11 @@ async def run_rust_tests(pool: SandboxPool, builder: Builder, code: str, tests: 
     paths = test_paths(tests.test_code)
     if not paths:
         return Outcome("invalid_input", message="tests.test_code: no #[test] function found")
-    forbidden = forbidden_constructs(code)
-    if forbidden:
-        outcome = Outcome("failed", executable=False, flags=["rust_forbidden"],
-                          message="rust_test cannot judge programs that use: " + ", ".join(forbidden))
+    forbidden = forbidden_constructs(code, tests.test_code)
+    if forbidden:  # the lowest status of every profile: a refusal never beats what the program would earn
+        outcome = Outcome("syntax_error", executable=False, flags=["rust_forbidden"],
+                          message="refused before compiling; rust_test cannot judge programs that use: "
+                          + ", ".join(forbidden))
         outcome.verdicts = [Verdict(p, False, "not_run", outcome.message) for p in paths]
         return outcome
     source = code + SEPARATOR + qualify_macros(tests.test_code) + "\n"

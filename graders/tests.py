@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from collections import Counter
 from typing import Any
 
 from sandboxes import Job, Limits, Result, SandboxPool, Status
 
+from .flags import flags_for
 from .outcome import FAILURE_ORDER, Outcome, Verdict
 
 SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
@@ -26,7 +28,18 @@ def job_limits(timeout_s: float, memory_mb: int, max_item_s: float) -> Limits:
 async def run_tests(pool: SandboxPool, code: str, tests: Any, limits: Limits, language: str = "python",
                     builder: Any = None, compile_timeout_s: float = 30.0) -> Outcome:
     """tests: a service.models test spec (or None: just run the program once). Languages other than Python
-    compile first (builder: a sandboxes.builds.Builder, whose cache the caller keeps)."""
+    compile first (builder: a sandboxes.builds.Builder, whose cache the caller keeps).
+
+    The flags are computed here, from the source alone, and join every outcome: one that ended at load, in a
+    hang, or as infra_error carries them as much as one that ran (graders/flags.py)."""
+    flags, outcome = await asyncio.gather(asyncio.to_thread(flags_for, language, code),
+                                          _run(pool, code, tests, limits, language, builder, compile_timeout_s))
+    outcome.flags = sorted(set(outcome.flags) | set(flags))
+    return outcome
+
+
+async def _run(pool: SandboxPool, code: str, tests: Any, limits: Limits, language: str, builder: Any,
+               compile_timeout_s: float) -> Outcome:
     if language != "python":
         from .compiled import run_language_tests
 
@@ -69,8 +82,8 @@ def from_judge(result: Result, entry_point: str | None) -> Outcome:
     verdicts = [Verdict(c["name"], bool(c["passed"]), c["status"], c.get("message", ""), c.get("cpu_ms"))
                 for c in cases]
     for name in (plan or [])[len(verdicts) :]:  # cases the job never reached (whole-item cap) are failed
-        verdicts.append(Verdict(name, False, "not_run", "the item's time cap ran out before this case"))
-    outcome = Outcome("failed", verdicts=verdicts, flags=list(load.get("flags") or []))
+        verdicts.append(Verdict(name, False, "not_run", result.error or "the item's time cap ran out before this case"))
+    outcome = Outcome("failed", verdicts=verdicts)
     if not load.get("ok"):
         if load.get("stage") == "parse":
             outcome.status, outcome.message = "syntax_error", load.get("error", "")
@@ -82,6 +95,9 @@ def from_judge(result: Result, entry_point: str | None) -> Outcome:
     if not outcome.executable:
         outcome.message = f"entry point {entry_point!r} is not defined"
     if not verdicts:
+        if result.status != Status.OK:  # the program ended the job (memory, disk, time) before the plan was known
+            outcome.status, outcome.message = _program_status(result) or _run_status(result), result.error or ""
+            return _execution(outcome, result)
         return Outcome("invalid_input", message="the tests contain no test case")
     if outcome.all_passed:
         outcome.status = "passed"
@@ -173,9 +189,22 @@ def _lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.rstrip().split("\n")]
 
 
+INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _canonical_int(token: str) -> str:
+    """"+007" -> "7", "-0" -> "0": compared as text (int() of a 5,000-digit token would raise here)."""
+    digits = token.lstrip("+-").lstrip("0") or "0"
+    return ("-" if token.startswith("-") and digits != "0" else "") + digits
+
+
 def _token_match(got: str, want: str, tol: float) -> bool:
+    """float_tol is for floats: an expected integer token must come back as the same integer (a count off by
+    89 in 123,456,789 is within 1e-6 relative, and wrong)."""
     if got == want:
         return True
+    if INTEGER.fullmatch(want):
+        return INTEGER.fullmatch(got) is not None and _canonical_int(got) == _canonical_int(want)
     try:
         g, w = float(got), float(want)
     except ValueError:

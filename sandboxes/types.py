@@ -44,8 +44,8 @@ class Job:
     op "run": ``program`` is ``{"code": python source}`` (run as __main__ in a forked interpreter) or
     ``{"argv": [...]}`` (exec), with ``stdin`` and optional ``files`` written to the working directory.
     op "judge": ``candidate`` = ``{"code", "module"}`` and ``judge`` = the test spec (see inside/judge.py).
-    op "lint": ``program`` = ``{"code": source, "language": "python" | "javascript" | "typescript"}``; the
-    result's stdout is the linter's JSON.
+    op "lint": ``program`` = ``{"code": source, "language": "python" | "javascript" | "typescript", "roots":
+    names the tests call | [] (a script) | None (unknown)}``; the result's stdout is the linter's JSON.
     op "measure": ``measure`` = programs, workloads and rounds (see inside/measure.py); the result's ``runs`` hold
     each run's CPU time and peak memory.
     """
@@ -66,6 +66,7 @@ class Job:
         if self.op == "lint":
             job["code"] = (self.program or {}).get("code", "")
             job["language"] = (self.program or {}).get("language", "python")
+            job["roots"] = (self.program or {}).get("roots")  # the names the tests call (lint.py)
         elif self.op == "measure":
             job.update(self.measure or {})
         else:

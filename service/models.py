@@ -161,6 +161,14 @@ class RewardItem(Strict):
                                       {"language": v[:64], "supported": ", ".join(SUPPORTED_LANGUAGES)})
         return name
 
+    @model_validator(mode="after")
+    def _tests_can_outweigh(self) -> RewardItem:
+        """seed/gated promise that passing every test beats not passing (service/reward.py): that needs a weight."""
+        w = self.weights
+        if w is not None and self.profile in ("seed", "gated") and w.executability + w.pass_rate <= 0:
+            raise ValueError("weights: executability + pass_rate must be > 0 under the seed and gated profiles")
+        return self
+
 
 MAX_DEADLINE_S = 3600.0
 Deadline = Annotated[float, Field(gt=0, le=MAX_DEADLINE_S, strict=True, allow_inf_nan=False)]

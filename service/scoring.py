@@ -15,7 +15,7 @@ from graders.efficiency_measure import EfficiencyGrader
 from graders.executability import executability
 from graders.outcome import Outcome
 from graders.pass_rate import pass_rate
-from graders.quality import QualityGrader, QualityReport
+from graders.quality import QualityGrader, QualityReport, lint_roots
 from graders.tests import job_limits, run_tests
 from sandboxes import SandboxPool
 from sandboxes.builds import Builder
@@ -68,7 +68,8 @@ class Scorer:
         tests_task = run_tests(budget, item.code, item.tests, limits, item.language, self.builder,
                                item.limits.compile_timeout_s)
         if "quality" in needed and item.language in LINTED_LANGUAGES:
-            outcome, quality = await asyncio.gather(tests_task, self.quality.grade(item.code, item.language))
+            outcome, quality = await asyncio.gather(tests_task, self.quality.grade(item.code, item.language,
+                                                                                  lint_roots(item.tests)))
         else:
             outcome, quality = await tests_task, None
         timings = {"tests_ms": (time.perf_counter() - started) * 1000}

@@ -4,6 +4,7 @@
 // (wire.py); values use codec.py's tagged encoding. Nothing here is trusted by the judge: it decodes replies as
 // plain data and compares them itself, in its own process, under its own uid. The candidate can only choose what
 // its functions return, never a verdict. Everything this file needs is captured before candidate code runs.
+// Flags are computed on the host from the source (graders/flags.py), never here.
 "use strict";
 const fs = require("fs");
 const vm = require("vm");
@@ -22,6 +23,12 @@ const getPrototypeOf = Object.getPrototypeOf;
 const ObjectProto = Object.prototype;
 const keys = Object.keys;
 const MAX_DEPTH = 200;
+const DECIMAL_DIGITS = 4000; // codec.py: longer ints travel in hexadecimal ("h")
+
+function encodeBig(v) {
+  const text = v.toString();
+  return text.length > DECIMAL_DIGITS ? ["h", v.toString(16)] : ["i", text];
+}
 
 function send(obj) {
   const body = BufferFrom(stringify(obj), "utf8");
@@ -65,11 +72,11 @@ function encode(v, depth = 0) {
     case "boolean":
       return ["b", v];
     case "bigint":
-      return ["i", v.toString()];
+      return encodeBig(v);
     case "string":
       return ["s", v];
     case "number":
-      if (Number.isInteger(v)) return ["i", BigInt(v).toString()];
+      if (Number.isInteger(v)) return encodeBig(BigInt(v));
       if (Number.isNaN(v)) return ["f", "nan"];
       if (!Number.isFinite(v)) return ["f", v > 0 ? "inf" : "-inf"];
       return ["f", String(v)];
@@ -96,8 +103,10 @@ function decode(o, depth = 0) {
     case "b":
     case "s":
       return p;
-    case "i": {
-      const big = BigInt(p);
+    case "i":
+    case "h": {
+      const hex = tag === "h";
+      const big = hex ? (p.startsWith("-") ? -BigInt("0x" + p.slice(1)) : BigInt("0x" + p)) : BigInt(p);
       return big >= BigInt(Number.MIN_SAFE_INTEGER) && big <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(big) : big;
     }
     case "f":
@@ -183,7 +192,7 @@ async function main() {
     send({ event: "parsed", ok: false, error: shortError(e) });
     return;
   }
-  send({ event: "parsed", ok: true, flags: [] });
+  send({ event: "parsed", ok: true });
   globalThis.module = { exports: {} };
   globalThis.exports = globalThis.module.exports;
   globalThis.require = require;

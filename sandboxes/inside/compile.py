@@ -27,12 +27,12 @@ def pack(out_dir: str, max_bytes: int) -> dict:
             path = os.path.join(root, name)
             if os.path.islink(path) or not os.path.isfile(path):
                 continue
-            with open(path, "rb") as f:
-                data = f.read()
-            total += len(data)
+            total += os.path.getsize(path)  # before reading: a 500 MB static array must not exhaust this process
             if total > max_bytes:
                 return {"ok": False, "exit_code": None, "signal": None,
                         "diagnostics": f"compiled artefacts exceed {max_bytes} bytes"}
+            with open(path, "rb") as f:
+                data = f.read()
             files[os.path.relpath(path, out_dir)] = base64.b64encode(data).decode()
     return {"ok": True, "files": files}
 

@@ -5,10 +5,26 @@ its AssertionError. The candidate is reached only through the channel: arguments
 back as plain data (codec), so an object whose __eq__ always agrees cannot reach a comparison here. Verdicts go
 to the runner over the verdict socket, never through any output the candidate controls.
 
+Whose fault is what, by construction (a program must never turn its own failure into ours, nor ours into its):
+- SpecError (the item comes back invalid_input) only for what fails without any program: the test code does not
+  parse, the support code or the scaling generator raises, a test hands the program something that is not plain
+  data, or the tests fail the same way against StandIn, a stand-in program that accepts every operation (set-up
+  statements, pytest collection). A test file that cannot import a name the program lacks is the program's failure.
+- Everything the candidate can reach on our side is its failure: its end of the channel (closed, corrupted, bytes
+  that do not decode, however deep or large: CandidateGone), the values it returns (whatever a test raises on
+  them: a failed case), the resources it shares with us (our memory exhausted by its data, the scratch
+  filesystem filled: CandidateFault, reported as memory_limit / output_limit). SIGPIPE is ignored here, so a
+  closed pipe is an error we handle, never a death.
+- Anything else that escapes is a fault of ours, and the runner reports it as one (sandbox_error).
+
+The tests see only the names they are meant to call (see visible_names): a program's `all`, `set` or `sorted`
+never replaces the builtin a test or the trusted support code relies on.
+
 Spec kinds:
 - "assert": test_code is HumanEval's `check(candidate)` (with entry_point) or plain MBPP assert lines; optional
-  trusted support_code (e.g. the HumanEval prompt) whose names win over the candidate's, except the entry point.
-- "function": entry_point and cases [{args, kwargs, expected}], optional float_tol.
+  trusted support_code (e.g. the HumanEval prompt) in a namespace of its own, whose names win over the candidate's
+  except the entry point.
+- "function": entry_point and cases [{args, kwargs, expected}], optional float_tol (never applied to ints).
 - "pytest": test_code is a pytest file that imports `solution`.
 """
 
@@ -16,9 +32,12 @@ from __future__ import annotations
 
 import ast
 import builtins
+import errno
 import math
 import os
+import reprlib
 import select
+import signal
 import socket
 import sys
 import time
@@ -28,6 +47,8 @@ import codec
 import wire
 
 MESSAGE_CAP = 300
+BUILTIN_NAMES = frozenset(dir(builtins))
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 class CaseTimeout(BaseException):
@@ -36,7 +57,8 @@ class CaseTimeout(BaseException):
 
 
 class CandidateGone(BaseException):
-    """The candidate process died (or closed the channel) during the test case (BaseException: see above)."""
+    """The candidate process died, closed or corrupted the channel during the test case (BaseException: see
+    above)."""
 
 
 class CandidateError(Exception):
@@ -44,7 +66,36 @@ class CandidateError(Exception):
 
 
 class SpecError(Exception):
-    """The test specification itself is broken (a dataset bug, not the candidate's fault)."""
+    """The test specification is broken on its own, with no program involved (see the module docstring)."""
+
+
+class CandidateFault(Exception):
+    """The candidate exhausted a resource the judge shares with it; status is the program's failure."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def text_of(value: object, limit: int = 100) -> str:
+    """A short repr that cannot fail (a 10,000-digit int has no decimal repr under the interpreter's limit)."""
+    r = reprlib.Repr()
+    r.maxstring = r.maxother = r.maxlong = limit
+    try:
+        return r.repr(value)[: limit * 2]
+    except Exception:  # noqa: BLE001
+        return f"<{type(value).__name__}>"
+
+
+def message_of(e: BaseException) -> str:
+    try:
+        return str(e)[:MESSAGE_CAP]
+    except Exception:  # noqa: BLE001 - str() of an exception carrying an unprintable value (a huge int)
+        return ""
+
+
+def error_text(e: BaseException) -> str:
+    return f"{type(e).__name__}: {message_of(e)}"[:MESSAGE_CAP]
 
 
 class Channel:
@@ -65,26 +116,28 @@ class Channel:
         self.reader = wire.FdReader(from_fd)
         self.pending: list[object] = []
 
+    def _gone(self, why: str) -> CandidateGone:
+        self.broken = True
+        return CandidateGone(why)
+
     def _next_frame(self) -> dict:
         while not self.pending:
             remaining = self.deadline - time.monotonic()
             if remaining <= 0:
                 self.broken = True
                 raise CaseTimeout()
-            r, _, _ = select.select([self.from_fd], [], [], remaining)
-            if r:
-                try:
+            try:
+                r, _, _ = select.select([self.from_fd], [], [], remaining)
+                if r:
                     self.pending.extend(self.reader.feed())
-                except ValueError as e:
-                    self.broken = True
-                    raise CandidateGone(f"protocol violation: {e}") from None
-                if self.reader.eof and not self.pending:
-                    self.broken = True
-                    raise CandidateGone("the candidate process ended")
+            except Exception as e:  # noqa: BLE001 - any bytes at all: too deep (RecursionError), too big
+                # (MemoryError), not JSON, not UTF-8, a broken pipe: the candidate's failure, never ours
+                raise self._gone(f"protocol violation: {error_text(e)}") from None
+            if self.reader.eof and not self.pending:
+                raise self._gone("the candidate process ended")
         frame = self.pending.pop(0)
         if type(frame) is not dict:
-            self.broken = True
-            raise CandidateGone("protocol violation")
+            raise self._gone("protocol violation: a frame that is not an object")
         return frame
 
     def _send(self, obj: object) -> None:
@@ -94,13 +147,12 @@ class Channel:
             if remaining <= 0:
                 self.broken = True
                 raise CaseTimeout()
-            _, w, _ = select.select([], [self.to_fd], [], remaining)
-            if w:
-                try:
+            try:
+                _, w, _ = select.select([], [self.to_fd], [], remaining)
+                if w:
                     data = data[os.write(self.to_fd, data) :]
-                except BrokenPipeError:
-                    self.broken = True
-                    raise CandidateGone("the candidate process ended") from None
+            except OSError as e:  # EPIPE (SIGPIPE is ignored), or whatever the candidate did to its end
+                raise self._gone(f"the candidate closed its end of the channel ({e.strerror})") from None
 
     def load(self) -> dict:
         """Wait for the candidate's parse and load reports."""
@@ -114,13 +166,12 @@ class Channel:
             return {"ok": False, "stage": "load", "status": "timeout", "error": "loading the program timed out"}
         except CandidateGone as e:
             return {"ok": False, "stage": "load", "status": "exited", "error": f"{e} while loading"}
-        flags = [f for f in parsed.get("flags", []) if type(f) is str]
         if not loaded.get("ok"):
-            return {"ok": False, "stage": "load", "status": str(loaded.get("kind")), "flags": flags,
+            return {"ok": False, "stage": "load", "status": str(loaded.get("kind"))[:40],
                     "error": str(loaded.get("error"))[:MESSAGE_CAP]}
         names = loaded.get("names")
         names = {str(k): str(v) for k, v in names.items()} if type(names) is dict else {}
-        return {"ok": True, "flags": flags, "names": names}
+        return {"ok": True, "names": names}
 
     def request(self, req: dict) -> object:
         if self.broken:
@@ -131,15 +182,21 @@ class Channel:
             try:
                 return codec.decode(reply["value"])
             except Exception as e:  # noqa: BLE001 - anything malformed is the candidate's failure
-                raise CandidateError(f"unreadable return value: {e}"[:MESSAGE_CAP]) from None
+                raise CandidateError(f"unreadable return value: {error_text(e)}") from None
         raise CandidateError(str(reply.get("error", "no value"))[:MESSAGE_CAP], reply.get("kind"))
 
     def call(self, name: str, args: tuple, kwargs: dict) -> object:
         try:
-            enc_args, enc_kwargs = codec.encode(list(args)), codec.encode(dict(kwargs))
+            enc_args, enc_kwargs = codec.encode(list(args), self._ref), codec.encode(dict(kwargs), self._ref)
+        except codec.TooLarge as e:  # plain data, only too big: built from the candidate's own answers
+            raise CandidateError(f"the arguments for {name} are too large to send: {e}") from None
         except codec.Unencodable as e:
-            raise SpecError(f"test passes a non-plain argument to {name}: {e}") from None
+            raise SpecError(f"a test passes a non-plain argument to {name}: {e}") from None
         return self.request({"op": "call", "call": name, "args": enc_args, "kwargs": enc_kwargs})
+
+    def _ref(self, value: object) -> str | None:
+        """A Remote of this channel crosses as a reference to the candidate's own name."""
+        return value._name if isinstance(value, Remote) and value._chan is self else None
 
     def get(self, name: str) -> object:
         return self.request({"op": "get", "call": name})
@@ -190,7 +247,96 @@ def _raise_like(err: CandidateError) -> None:
         name = text.split(":", 1)[0]
         cls = getattr(builtins, name, None)
         if isinstance(cls, type) and issubclass(cls, Exception) and cls is not AssertionError:
-            raise cls(text) from None
+            try:
+                exc = cls(text)
+            except Exception:  # noqa: BLE001 - e.g. UnicodeDecodeError wants five arguments
+                return
+            raise exc from None
+
+
+class StandIn:
+    """A stand-in program's every name: any attribute, call, item, operator or iteration succeeds. Tests that
+    fail against it are broken on their own; tests that pass with it and fail with the program, fail because of
+    the program."""
+
+    def __getattr__(self, name: str) -> StandIn:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)  # protocols the interpreter probes (copy, pickle, fspath, ...)
+        return self
+
+    def __call__(self, *args: object, **kwargs: object) -> StandIn:
+        return self
+
+    def __getitem__(self, key: object) -> StandIn:
+        return self
+
+    def __setitem__(self, key: object, value: object) -> None:
+        pass
+
+    def __delitem__(self, key: object) -> None:
+        pass
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __index__(self) -> int:
+        return 0
+
+    def __int__(self) -> int:
+        return 0
+
+    def __float__(self) -> float:
+        return 0.0
+
+    def __str__(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        return "<stand-in>"
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __contains__(self, item: object) -> bool:
+        return False
+
+    def __enter__(self) -> StandIn:
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+
+def _stand_in_operator(self: StandIn, *args: object) -> StandIn:
+    return self
+
+
+for _op in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod", "pow", "lshift", "rshift", "and", "or",
+            "xor", "divmod"):
+    for _form in (f"__{_op}__", f"__r{_op}__", f"__i{_op}__"):
+        setattr(StandIn, _form, _stand_in_operator)
+for _op in ("neg", "pos", "abs", "invert", "lt", "le", "gt", "ge", "ne", "round", "trunc", "floor", "ceil"):
+    setattr(StandIn, f"__{_op}__", _stand_in_operator)
+StandIn.__lt__ = StandIn.__le__ = StandIn.__gt__ = StandIn.__ge__ = lambda self, other: True  # type: ignore
+StandIn.__ne__ = lambda self, other: False  # type: ignore
+
+
+class StandInModule(types.ModuleType):
+    """`solution` for the stand-in program: every name exists (PEP 562); `import *` yields the names read."""
+
+    def __getattr__(self, name: str) -> StandIn:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return StandIn()
 
 
 class Reporter:
@@ -220,13 +366,11 @@ def run_case(chan: Channel, rep: Reporter, name: str, body) -> None:
     except CandidateError as e:
         rep.case(name, False, "failed", f"candidate: {e.args[0]}")
     except AssertionError as e:
-        rep.case(name, False, "failed", str(e) or "assertion failed")
+        rep.case(name, False, "failed", message_of(e) or "assertion failed")
     except SpecError:
         raise
-    except RecursionError:
-        rep.case(name, False, "failed", "RecursionError")
-    except Exception as e:  # noqa: BLE001 - e.g. comparing a wrong type raised inside the test
-        rep.case(name, False, "failed", f"{type(e).__name__}: {e}")
+    except Exception as e:  # noqa: BLE001 - whatever the test raised on the candidate's values (a wrong type,
+        rep.case(name, False, "failed", error_text(e))  # RecursionError, MemoryError on a huge answer)
     else:
         rep.case(name, True, "passed", "", chan.cpu_ns() - before)
         return
@@ -236,6 +380,57 @@ def run_case(chan: Channel, rep: Reporter, name: str, body) -> None:
             rep.event({"event": "candidate_death", "case": name, **chan.last_death})
         if not reload.get("ok"):
             chan.broken = True  # later cases fail fast
+
+
+# ------------------------------------------------------------------------------------------ what tests see
+
+
+def _parse(source: str, what: str) -> ast.Module:
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        raise SpecError(f"{what} does not parse: {error_text(e)}") from None
+
+
+def _names_read_and_bound(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """(names the test code reads, names it binds itself: assignments, defs, imports, parameters, ...)."""
+    read, bound = set(), set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            (read if isinstance(n.ctx, ast.Load) else bound).add(n.id)
+        elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(n.name)
+        elif isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, ast.alias):
+            bound.add(n.asname or n.name.split(".")[0])
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bound.add(n.name)
+        elif isinstance(n, ast.MatchAs | ast.MatchStar) and n.name:
+            bound.add(n.name)
+    return read, bound
+
+
+def visible_names(tree: ast.AST, program: dict, trusted: set[str], entry: str | None) -> list[str]:
+    """The program's names the tests may reach: the entry point, plus names the test code reads without binding
+    them itself that are neither builtins nor defined by the trusted support code. A program defining `sum`,
+    `all` or `sorted` (or anything else a test does not ask for) is not seen by the tests."""
+    read, bound = _names_read_and_bound(tree)
+    wanted = (read - bound - BUILTIN_NAMES - trusted) | ({entry} if entry else set())
+    return sorted(n for n in wanted if n in program and not n.startswith("__"))
+
+
+def _bind(chan: Channel, names: dict, visible: list[str], bind) -> None:
+    """Bind each visible name: a value is fetched once (plain data), anything callable becomes a Remote."""
+    for name in visible:
+        if names.get(name) == "value":
+            try:
+                chan.deadline = time.monotonic() + chan.case_timeout
+                bind(name, chan.get(name))
+            except (CandidateError, CaseTimeout, CandidateGone):
+                pass  # the tests meet a NameError, a failed case
+        else:
+            bind(name, Remote(chan, name))
 
 
 # ------------------------------------------------------------------------------------------------- specs
@@ -258,17 +453,39 @@ def _case_name(group: list[ast.stmt], source: str) -> str:
     return " ".join(seg.split())[:160]
 
 
-def _assert_message(group: list[ast.stmt], source: str) -> str:
-    return "assertion failed: " + _case_name(group, source)
+def _compile(stmts: list[ast.stmt], filename: str) -> types.CodeType:
+    try:
+        return compile(ast.Module(stmts, []), filename, "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+        raise SpecError(f"test_code does not compile: {error_text(e)}") from None
+
+
+def _support_namespace(spec: dict) -> dict:
+    """The trusted support code's own namespace: no name of the program is ever in it except the entry point
+    (bound later), so a helper the tests call cannot be redirected to the program by a shadowing name."""
+    ns: dict = {"__name__": "__test__", "__builtins__": builtins}
+    if spec.get("support_code"):
+        try:
+            exec(compile(spec["support_code"], "<support>", "exec"), ns)
+        except Exception as e:  # noqa: BLE001 - runs before any name of the program exists
+            raise SpecError(f"support_code failed: {error_text(e)}") from None
+    return ns
+
+
+def _set_up(codes: list[types.CodeType], ns: dict) -> BaseException | None:
+    """Run the tests' set-up statements; the exception that stopped them, if any."""
+    try:
+        for code in codes:
+            exec(code, ns)
+    except (Exception, CaseTimeout, CandidateGone) as e:  # noqa: BLE001
+        return e
+    return None
 
 
 def judge_assert(spec: dict, chan: Channel, rep: Reporter, load: dict) -> None:
     source = spec.get("test_code") or ""
     entry = spec.get("entry_point")
-    try:
-        tree = ast.parse(source)
-    except SyntaxError as e:
-        raise SpecError(f"test_code does not parse: {e}") from None
+    tree = _parse(source, "test_code")
     check = next((s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == "check"), None)
     if check is not None:
         setup = [s for s in tree.body if s is not check]
@@ -278,8 +495,12 @@ def judge_assert(spec: dict, chan: Channel, rep: Reporter, load: dict) -> None:
         setup = []
         groups, tail = _case_groups(tree.body)
         param = None
+    del tail  # statements after the last assert verify nothing
     names = [_case_name(g, source) for g in groups]
+    setup_codes = [_compile([s], "<test>") for s in setup]
+    case_codes = [_compile(g, "<test>") for g in groups]
     rep.event({"event": "plan", "cases": names})
+    support = _support_namespace(spec)
     if not load["ok"]:
         for n in names:
             rep.case(n, False, "not_run", "program did not load: " + load.get("error", ""))
@@ -288,44 +509,41 @@ def judge_assert(spec: dict, chan: Channel, rep: Reporter, load: dict) -> None:
         for n in names:
             rep.case(n, False, "failed", f"entry point {entry!r} is not defined")
         return
-    ns: dict = {"__name__": "__test__", "__builtins__": builtins}
-    if spec.get("support_code"):
-        try:
-            exec(compile(spec["support_code"], "<support>", "exec"), ns)
-        except Exception as e:  # noqa: BLE001
-            raise SpecError(f"support_code failed: {type(e).__name__}: {e}") from None
-    for name, kind in load["names"].items():
-        if name in ns:
-            continue  # trusted support code wins: a candidate cannot redefine the oracle
-        if kind == "value":
-            try:
-                chan.deadline = time.monotonic() + chan.case_timeout
-                ns[name] = chan.get(name)
-            except (CandidateError, CaseTimeout, CandidateGone):
-                pass
-        else:
-            ns[name] = Remote(chan, name)
+    visible = visible_names(tree, load["names"], set(support) - {entry}, entry)
+    ns = dict(support)
+    _bind(chan, load["names"], [n for n in visible if n != entry], ns.__setitem__)
     if entry:
-        ns[entry] = Remote(chan, _callable_name(entry, load["names"]))
-    try:
-        for stmt in setup:
-            exec(compile(ast.Module([stmt], []), "<test>", "exec"), ns)
-    except Exception as e:  # noqa: BLE001
-        raise SpecError(f"test set-up failed: {type(e).__name__}: {e}") from None
+        ns[entry] = support[entry] = Remote(chan, _callable_name(entry, load["names"]))
+    chan.deadline = time.monotonic() + chan.case_timeout
+    failure = _set_up(setup_codes, ns)
+    if failure is not None:
+        candidate_made = isinstance(failure, CaseTimeout | CandidateGone | CandidateError)
+        stand_in = _stand_in_namespace(spec, visible + [entry] if entry else visible)
+        if not candidate_made and _set_up(setup_codes, stand_in) is not None:
+            raise SpecError(f"test set-up failed: {error_text(failure)}")
+        for n in names:
+            rep.case(n, False, "failed", f"the tests' set-up failed on this program: {error_text(failure)}")
+        return
     if param:
         ns[param] = ns.get(entry) if entry else None
-    del tail  # statements after the last assert verify nothing
-    for group, name in zip(groups, names, strict=True):
-        code = compile(ast.Module(group, []), "<test>", "exec")
-        message = _assert_message(group, source)
+    for code, name in zip(case_codes, names, strict=True):
+        message = "assertion failed: " + name
 
         def body(code=code, message=message) -> None:
             try:
                 exec(code, ns)
             except AssertionError as e:
-                raise AssertionError(message + (f" ({e})" if str(e) else "")) from None
+                detail = message_of(e)
+                raise AssertionError(message + (f" ({detail})" if detail else "")) from None
 
         run_case(chan, rep, name, body)
+
+
+def _stand_in_namespace(spec: dict, names: list[str]) -> dict:
+    ns = _support_namespace(spec)
+    for name in names:
+        ns[name] = StandIn()
+    return ns
 
 
 def _defined(entry: str, names: dict) -> bool:
@@ -348,9 +566,11 @@ def _jsonish(v: object) -> object:
 
 
 def values_match(got: object, expected: object, tol: float | None) -> bool:
+    """Exact, except floats within float_tol when one is given. An expected int is never compared with a
+    tolerance (a count off by 89 in 123,456,789 is wrong, whatever float_tol says)."""
     if type(expected) is bool or type(got) is bool:
         return type(got) is type(expected) and got == expected
-    if tol is not None and type(expected) in (int, float) and type(got) in (int, float):
+    if tol is not None and type(expected) is float and type(got) in (int, float):
         if math.isnan(expected) or math.isnan(got):
             return math.isnan(expected) and math.isnan(got)
         return math.isclose(got, expected, rel_tol=tol, abs_tol=tol)
@@ -380,34 +600,79 @@ def judge_function(spec: dict, chan: Channel, rep: Reporter, load: dict) -> None
         def body(case=case) -> None:
             got = _jsonish(chan.call(target, tuple(case.get("args") or []), dict(case.get("kwargs") or {})))
             if not values_match(got, case.get("expected"), tol):
-                raise AssertionError(f"expected {case.get('expected')!r:.100}, got {got!r:.100}")
+                raise AssertionError(f"expected {text_of(case.get('expected'))}, got {text_of(got)}")
 
         run_case(chan, rep, name, body)
+
+
+# ------------------------------------------------------------------------------------------------- pytest
+
+
+def _pytest_wants(tree: ast.Module) -> tuple[set[str], bool]:
+    """(names the test file asks `solution` for by name: `from solution import x`, `solution.x`; whether it
+    star-imports it)."""
+    asked, star, aliases = set(), False, {"solution"}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module == "solution" and not n.level:
+            for a in n.names:
+                if a.name == "*":
+                    star = True
+                else:
+                    asked.add(a.name)
+        elif isinstance(n, ast.Import):
+            aliases |= {a.asname for a in n.names if a.name == "solution" and a.asname}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in aliases:
+            asked.add(n.attr)
+    return asked, star
+
+
+def _write_own_file(path: str, text: str) -> None:
+    """A file of the judge's own. The scratch filesystem was empty when the job began (every job is wiped
+    after): if it is full now, the candidate filled it."""
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError as e:
+        if e.errno in DISK_FULL:
+            raise CandidateFault("output_limit", "the program filled the sandbox's scratch space") from None
+        raise
 
 
 def judge_pytest(spec: dict, chan: Channel, rep: Reporter, load: dict) -> None:
     import pytest
 
+    source = spec.get("test_code") or ""
+    tree = _parse(source, "test_code")
     path = os.path.join(os.getcwd(), "test_solution.py")
-    with open(path, "w") as f:
-        f.write(spec.get("test_code") or "")
+    _write_own_file(path, source)
+    asked, star = _pytest_wants(tree)
+    read, bound = _names_read_and_bound(tree)
+    star_names = sorted(read - bound - BUILTIN_NAMES) if star else []
     module = types.ModuleType("solution")
     if load["ok"]:
-        for name, kind in load["names"].items():
-            if kind == "value":
-                try:
-                    chan.deadline = time.monotonic() + chan.case_timeout
-                    setattr(module, name, chan.get(name))
-                except (CandidateError, CaseTimeout, CandidateGone):
-                    pass
-            else:
-                setattr(module, name, Remote(chan, name))
+        # Names asked for by name are the program's (even `from solution import sorted`); a star import brings
+        # only the names the file reads and does not bind itself, never a builtin's double.
+        visible = sorted((asked | set(star_names)) & set(load["names"]))
+        _bind(chan, load["names"], visible, lambda n, v: setattr(module, n, v))
+        module.__all__ = [n for n in star_names if hasattr(module, n)]
+    else:
+        module.__all__ = []
     sys.modules["solution"] = module
     load_error = None if load["ok"] else "program did not load: " + load.get("error", "")
 
     class Collector:
+        collect_error = ""
+        items = 0
+
+        def pytest_collectreport(self, report) -> None:
+            if report.failed:
+                self.collect_error = self.collect_error or _last_line(str(report.longrepr))
+
         def pytest_collection_finish(self, session) -> None:
-            rep.event({"event": "plan", "cases": [item.nodeid.split("::", 1)[-1] for item in session.items]})
+            self.items = len(session.items)
+            if not self.collect_error and self.items:
+                rep.event({"event": "plan", "cases": [item.nodeid.split("::", 1)[-1] for item in session.items]})
 
         def pytest_runtest_setup(self, item) -> None:
             chan.deadline = time.monotonic() + chan.case_timeout
@@ -422,20 +687,63 @@ def judge_pytest(spec: dict, chan: Channel, rep: Reporter, load: dict) -> None:
                 message = "" if report.passed else str(report.longrepr)[-MESSAGE_CAP:]
                 if "CaseTimeout" in message:
                     status = "timeout"
+                elif "CandidateGone" in message:
+                    status = "runtime_error"
                 rep.case(report.nodeid.split("::", 1)[-1], report.passed and not report.skipped, status, message)
                 if chan.broken:
                     chan.respawn()
 
-        def pytest_collectreport(self, report) -> None:
-            if report.failed:
-                raise SpecError("pytest could not collect the tests: " + str(report.longrepr)[-MESSAGE_CAP:])
-
     args = [path, "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--rootdir", os.getcwd(),
             "-c", os.devnull, "--import-mode=importlib", "--tb=line", "-o", "console_output_style=classic",
-            "--basetemp", os.path.join(os.getcwd(), "tmp")]
-    code = pytest.main(args, plugins=[Collector()])
-    if code not in (0, 1) and rep.count == 0:
-        raise SpecError(f"pytest exited with {code} and ran no test")
+            "--capture=sys", "--basetemp", os.path.join(os.getcwd(), "tmp")]
+    collector = Collector()
+    pytest.main(args, plugins=[collector])
+    if collector.collect_error or not collector.items:
+        for name, mod in list(sys.modules.items()):  # the test module, imported against the program
+            if getattr(mod, "__file__", None) == path:
+                del sys.modules[name]
+        plan = _collect_against_stand_in(args, star_names)
+        why = collector.collect_error or "no test was collected"
+        rep.event({"event": "plan", "cases": plan})
+        for name in plan:
+            rep.case(name, False, "failed", f"the tests cannot be collected with this program: {why}"[:MESSAGE_CAP])
+
+
+def _last_line(text: str) -> str:
+    """The line that says what went wrong (pytest's `E   ImportError: cannot import name ...`)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (lines[-1] if lines else text)[-MESSAGE_CAP:]
+
+
+def _collect_against_stand_in(args: list[str], star_names: list[str]) -> list[str]:
+    """The test file's own cases, collected against a stand-in `solution`; SpecError if even that fails."""
+    import pytest
+
+    stand_in = StandInModule("solution")
+    stand_in.__all__ = list(star_names)
+    for name in star_names:
+        setattr(stand_in, name, StandIn())
+    sys.modules["solution"] = stand_in
+
+    class Plan:
+        error = ""
+        cases: list[str] = []
+
+        def pytest_collectreport(self, report) -> None:
+            if report.failed:
+                self.error = self.error or str(report.longrepr)[-MESSAGE_CAP:]
+
+        def pytest_collection_finish(self, session) -> None:
+            self.cases = [item.nodeid.split("::", 1)[-1] for item in session.items]
+
+    plan = Plan()
+    pytest.main([*args, "--collect-only"], plugins=[plan])
+    if plan.error or not plan.cases:
+        raise SpecError("pytest could not collect the tests: " + (plan.error or "no test found"))
+    return plan.cases
+
+
+# ------------------------------------------------------------------------------------------------- scaling
 
 
 def judge_scaling(spec: dict, chan: Channel, rep: Reporter, load: dict) -> None:
@@ -455,7 +763,7 @@ def judge_scaling(spec: dict, chan: Channel, rep: Reporter, load: dict) -> None:
         exec(compile(spec.get("generator") or "", "<generator>", "exec"), ns)
         args = ns[spec.get("function") or "generate"](n)
     except Exception as e:  # noqa: BLE001
-        raise SpecError(f"scaling generator failed: {type(e).__name__}: {e}") from None
+        raise SpecError(f"scaling generator failed: {error_text(e)}") from None
     if type(args) not in (list, tuple):
         raise SpecError("the scaling generator must return a list of positional arguments")
     target = _callable_name(entry, load["names"])
@@ -474,16 +782,28 @@ KINDS = {"assert": judge_assert, "function": judge_function, "pytest": judge_pyt
 
 
 def main(spec: dict, vsock: socket.socket, to_fd: int, from_fd: int, cand_pid: int, case_timeout: float) -> None:
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a candidate closing its end gets EPIPE here, not our death
     chan = Channel(vsock, to_fd, from_fd, cand_pid, case_timeout)
     rep = Reporter(vsock, chan)
-    load = chan.load()
-    rep.event({"event": "load", **load})
-    kind = KINDS.get(spec.get("kind", ""))
+    done: dict = {"event": "done"}
     try:
+        load = chan.load()
+        rep.event({"event": "load", **load})
+        kind = KINDS.get(spec.get("kind", ""))
         if kind is None:
             raise SpecError(f"unknown test kind {spec.get('kind')!r}")
         kind(spec, chan, rep, load)
     except SpecError as e:
-        wire.send(vsock, {"event": "done", "spec_error": str(e)[:2000]})
-        return
-    wire.send(vsock, {"event": "done"})
+        done["spec_error"] = str(e)[:2000]
+    except CandidateFault as e:
+        done.update(candidate_fault=e.status, error=str(e))
+    except MemoryError:  # our own needs are bounded by the spec: what exhausted our memory is the program's data
+        done.update(candidate_fault="memory_limit", error="the judge ran out of memory on the program's data")
+    except OSError as e:
+        if e.errno not in DISK_FULL:
+            raise
+        done.update(candidate_fault="output_limit", error="the program filled the sandbox's scratch space")
+    except (CaseTimeout, CandidateGone) as e:  # only the channel raises these: the candidate's doing
+        done.update(candidate_fault="timeout" if isinstance(e, CaseTimeout) else "runtime_error",
+                    error=f"the candidate stopped answering: {e}")
+    wire.send(vsock, done)

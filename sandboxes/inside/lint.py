@@ -1,13 +1,19 @@
 """Quality job (runs as the candidate uid, forked from the lint zygote that imported pylint once).
 
-pylint and radon read the program; neither runs it. Suppression pragmas are removed before linting (and
-counted), so `# pylint: disable=...`, `# noqa` and `# type: ignore` cannot raise the score. The maintainability
+pylint and radon read the program; neither runs it. What they read is exactly the text that runs: the runner
+compiles the program from text, which ignores a source-encoding declaration, while pylint reads a file and would
+honour one (`# coding: unicode_escape` made it read another program), so encoding declarations are neutralised
+before the file is written. Suppression pragmas are removed before linting (and counted): any comment holding a
+`pylint:` directive (however many directives it chains: `# pylint: enable=x disable=all`), `# noqa`,
+`# type: ignore`, `# flake8: noqa`, so none can raise the score. pylint's score is recomputed over live statements
+only (dead_code.py): padding a program with code that does nothing cannot dilute its messages. The maintainability
 index is computed without comments and with docstrings counted as code, so padding a program with comments (which
 radon's MI rewards) cannot raise it either. Prints one JSON object on stdout.
 """
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import os
@@ -15,10 +21,25 @@ import re
 import sys
 import tokenize
 
-PRAGMA = re.compile(r"pylint:\s*(disable|skip-file)|noqa|type:\s*ignore", re.IGNORECASE)
+import dead_code
+
+PRAGMA = re.compile(r"pylint\s*:|noqa|type\s*:\s*ignore|flake8\s*:|mypy\s*:|pyright\s*:", re.IGNORECASE)
+CODING = re.compile(r"^([ \t\f]*#.*?)coding([:=])", re.IGNORECASE)  # PEP 263, as tokenize.detect_encoding reads it
 MAX_MESSAGES = 50
 PYLINT_ARGS = ["--persistent=n", "--jobs=1", "--reports=n", "--score=y", "--disable=missing-module-docstring",
                "--rcfile=/dev/null", "--load-plugins="]
+
+
+def neutralise_encoding(code: str) -> tuple[str, bool]:
+    """The program with any source-encoding declaration on its first two lines made a plain comment (the text
+    is then read as UTF-8, as the runner reads it). Returns (source, whether there was one)."""
+    lines = code.split("\n", 2)
+    found = False
+    for i in range(min(2, len(lines))):
+        new = CODING.sub(lambda m: m.group(1) + "c0ding" + m.group(2), lines[i])
+        found = found or new != lines[i]
+        lines[i] = new
+    return "\n".join(lines), found
 
 
 def strip_pragmas(code: str) -> tuple[str, int]:
@@ -44,17 +65,19 @@ def _strip_comments(code: str, which) -> tuple[str, int]:
     return "".join(lines), count
 
 
-def lint(code: str, path: str) -> dict:
+def lint(code: str, path: str, roots: list[str] | None = None) -> dict:
+    """roots: the names the tests call ([] for a script, None when unknown), for the live-statement count."""
     from pylint.lint import Run
     from pylint.reporters import CollectingReporter
     from radon.complexity import cc_visit
     from radon.metrics import mi_visit
 
+    code, declared_encoding = neutralise_encoding(code)
     try:
         clean, suppressions = strip_pragmas(code)
     except (tokenize.TokenError, SyntaxError, IndentationError) as e:
         return {"ok": False, "error": f"{type(e).__name__}: {e}"}
-    with open(path, "w") as f:
+    with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
         f.write(clean)
     reporter = CollectingReporter()
     if _warm_linter is not None:  # reuse the zygote's configured linter: ~4 ms instead of ~17 ms per file
@@ -67,8 +90,9 @@ def lint(code: str, path: str) -> dict:
         linter.generate_reports()
     else:
         linter = Run([*PYLINT_ARGS, path], reporter=reporter, exit=False).linter
-    score = getattr(linter.stats, "global_note", 0.0) or 0.0
     fatal = any(m.msg_id.startswith(("E0001", "F")) for m in reporter.messages)
+    dead = _dead(clean, roots)
+    score = live_score(linter.stats, dead)
     try:
         mi = float(mi_visit(strip_comments(clean), multi=False))  # comments and docstrings do not raise MI
         cc = [{"name": b.name, "complexity": b.complexity} for b in cc_visit(clean)]
@@ -80,10 +104,32 @@ def lint(code: str, path: str) -> dict:
         "maintainability_index": max(0.0, min(100.0, mi)),
         "cyclomatic": cc[:50],
         "suppressions": suppressions,
+        "statements": linter.stats.statement,
+        "dead_statements": dead,
+        "encoding_declaration": declared_encoding,
         "messages": [{"id": m.msg_id, "symbol": m.symbol, "line": m.line, "text": m.msg[:200]}
                      for m in reporter.messages[:MAX_MESSAGES]],
         "message_count": len(reporter.messages),
     }
+
+
+def _dead(source: str, roots: list[str] | None) -> int:
+    try:
+        return dead_code.dead_statements(ast.parse(source), roots)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return 0
+
+
+def live_score(stats, dead: int) -> float:
+    """pylint's own evaluation formula, 10 - 10 * (5 * error + warning + refactor + convention) / statements,
+    with the statements that do nothing left out of the denominator."""
+    if stats.fatal:
+        return 0.0
+    weighted = 5 * stats.error + stats.warning + stats.refactor + stats.convention
+    live = stats.statement - dead
+    if live <= 0:
+        return 10.0 if weighted == 0 else 0.0
+    return max(0.0, min(10.0, 10.0 - 10.0 * weighted / live))
 
 
 _warm_linter = None
@@ -147,7 +193,7 @@ def _prepare_checkers_once(linter) -> None:
     pylinter.ASTWalker = PreparedWalker
 
 
-def main(code: str) -> None:
-    result = lint(code, os.path.join(os.getcwd(), "solution.py"))
+def main(code: str, roots: list[str] | None = None) -> None:
+    result = lint(code, os.path.join(os.getcwd(), "solution.py"), roots)
     sys.stdout.write(json.dumps(result))
     sys.stdout.flush()

@@ -7,7 +7,9 @@ per io case), followed by the usual clean-up, so that:
 - everything the program's processes spend counts: import time, threads (wait4 of the process), and helpers it
   forked but did not wait for (reaped by the runner as sub-reaper, their rusage added here);
 - nothing survives from one run into the next (processes killed, files wiped): no cache on disk, no daemon
-  working for the next run, no interference with the other program's run.
+  working for the next run, no interference with the other program's run;
+- memory kept in files counts as memory: a run's peak memory is its processes' peak RSS plus what its files hold
+  on the sandbox's tmpfs mounts (sampled while a judge job runs, and once more before the wipe).
 
 job = {"programs": {name: {"code", "module"}}, "order": [names alternated per round], "once": [names measured in
        the first round only], "points": [{"name", "judge": spec} | {"name", "io": [stdin, ...]}], "rounds": int,
@@ -24,6 +26,8 @@ result = {"status": "ok" | "timeout", "runs": [{"program", "point", "round", "st
 from __future__ import annotations
 
 import time
+
+import usage
 
 MAX_ROUNDS = 15
 
@@ -50,8 +54,11 @@ def measure_job(runner, job: dict, limits: dict) -> dict:
                 if left <= 0:
                     return {"status": "timeout", "error": "the measurement exceeded its time cap", "runs": runs}
                 run = _measure_one(runner, programs[name], point, {**limits, "total_s": min(left, limits["total_s"])})
-                if run is None:
-                    return {"status": "sandbox_error", "error": "a job process survived clean-up", "runs": runs}
+                if run is None:  # only that run's own processes could outlive its wipe: its failure, never ours
+                    runs.append({"program": name, "point": point["name"], "round": rnd, "status": "runtime_error",
+                                 "passed": False, "cases": 0, "digests": [], "cpu_ms": 0.0, "peak_memory_kb": 0,
+                                 "wall_ms": 0.0, "error": "a process of this run survived clean-up"})
+                    return {"status": "ok", "runs": runs}  # the runner replaces the sandbox after the job
                 spec_error = run.pop("spec_error")
                 if spec_error and name not in once:  # the no-op may break a set-up that uses the program's names
                     return {"status": "ok", "spec_error": spec_error, "runs": runs}
@@ -84,13 +91,15 @@ def _settled(runs: list[dict], order: list[str], point: str, agree: float, full:
 def _measure_one(runner, program: dict, point: dict, limits: dict) -> dict | None:
     runner.orphan_cpu_ms, runner.orphan_maxrss_kb = 0.0, 0
     started = time.monotonic()
+    files_before = usage.files_written_kb()
     if "judge" in point:
         res = runner.judge_job({"candidate": program, "judge": point["judge"]}, limits)
         cases = [e for e in res.get("events", []) if e.get("event") == "case"]
         load = next((e for e in res.get("events", []) if e.get("event") == "load"), {})
         passed = bool(cases) and bool(load.get("ok")) and all(c.get("passed") for c in cases)
         digests = [str(e.get("digest")) for e in res.get("events", []) if e.get("event") == "digest"]
-        cpu, peak, status = res.get("cpu_ms", 0.0), res.get("peak_memory_kb", 0), res.get("status")
+        cpu, status = res.get("cpu_ms", 0.0), res.get("status")
+        peak = res.get("peak_memory_kb", 0) + max(res.get("files_kb", 0), usage.files_written_kb() - files_before)
         spec_error = res.get("spec_error")
     else:
         cpu, peak, status, passed, digests, cases, spec_error = 0.0, 0, "ok", True, [], point["io"], None
@@ -98,7 +107,7 @@ def _measure_one(runner, program: dict, point: dict, limits: dict) -> dict | Non
             res = runner.run_job({"program": {"code": program["code"], "filename": "solution.py"}, "stdin": stdin},
                                  limits, runner.zygote)
             cpu += res.get("cpu_ms", 0.0)
-            peak = max(peak, res.get("peak_memory_kb", 0))
+            peak = max(peak, res.get("peak_memory_kb", 0) + usage.files_written_kb() - files_before)
             if res.get("status") != "ok":
                 status, passed = res.get("status"), False
             if not _clean(runner):
@@ -111,7 +120,10 @@ def _measure_one(runner, program: dict, point: dict, limits: dict) -> dict | Non
 
 
 def _clean(runner) -> bool:
+    uids = set(runner.used_uids)
     clean = runner.after_job()
     runner.reap()
     runner.used_uids.clear()
+    if not clean:  # left for the serve loop's own clean-up after the job, which replaces the sandbox if it fails
+        runner.used_uids |= uids
     return clean

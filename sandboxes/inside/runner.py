@@ -33,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
+import usage  # noqa: E402
 import wire  # noqa: E402
 
 VERSION = "1"
@@ -127,7 +128,7 @@ def run_program(program: dict, env: dict) -> None:
     if program.get("lint"):
         import lint
 
-        lint.main(program["code"])
+        lint.main(program["code"], program.get("roots"))
         os._exit(0)
     _run_python_main(program["code"], program.get("filename", "main.py"))
 
@@ -405,7 +406,8 @@ class Runner:
         if op == "lint":
             if not self.lint_warm:
                 self.handle(conn, {"op": "warm_lint"})
-            return self.run_job({"program": {"lint": True, "code": job["code"]}}, limits, self.lint_zygote)
+            return self.run_job({"program": {"lint": True, "code": job["code"], "roots": job.get("roots")}}, limits,
+                                self.lint_zygote)
         if op == "judge":
             return self.judge_job(job, limits)
         if op == "measure":
@@ -475,6 +477,8 @@ class Runner:
         """Candidate module in one process, the tests in a judge process, talking through the runner."""
         started = time.monotonic()
         total_deadline = started + float(limits["total_s"])
+        oom_before = self._oom_kills()
+        files_before, files_peak = usage.files_written_kb(), 0  # tmpfs pages the job holds (usage.py)
         cand = CandidateSlot(self, {**limits, "cpu_s": limits["total_s"]}, job["candidate"])
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         to_cand, from_cand = cand.spawn()
@@ -498,6 +502,7 @@ class Runner:
                 judge_error = "timeout"
                 break
             cand.pump(min(total_deadline - now, 0.05), extra=[ours.fileno()])
+            files_peak = max(files_peak, usage.files_written_kb() - files_before)
             try:
                 frames = reader.feed()
             except ValueError as e:
@@ -524,8 +529,11 @@ class Runner:
                 judge_error = "judge exited without a verdict"
                 break
         cand.finish_current("ok")
-        _kill_quietly(judge_pid)
-        status = self._wait_child(judge_pid, 2.0)
+        # A judge that closed its socket is exiting on its own: its own exit status says how, not our kill.
+        status = self._wait_child(judge_pid, 1.0) if judge_error and judge_error != "timeout" else None
+        if status is None:
+            _kill_quietly(judge_pid)
+            status = self._wait_child(judge_pid, 2.0)
         if _pids_of_uid(self.judge_uid):  # the judge left processes: the full clean-up, as for any job uid
             self.used_uids.add(self.judge_uid)
         ours.close()
@@ -533,19 +541,33 @@ class Runner:
         res["wall_ms"] = (time.monotonic() - started) * 1000.0
         res["events"] = events
         res["timings"] = {k: round(v, 3) for k, v in marks.items()}
+        res["files_kb"] = files_peak
         if judge_error == "timeout":
             res["status"] = "timeout"
             res["error"] = "whole job exceeded total_s"
         elif judge_error:
-            res["status"] = "sandbox_error"
-            res["error"] = f"{judge_error} (judge status {status})"
+            res["status"], res["error"] = self._judge_death(judge_error, status, oom_before)
         else:
             if done.get("spec_error"):
                 res["spec_error"] = done["spec_error"]
-            if done.get("error"):
+            if done.get("candidate_fault"):  # the program exhausted what it shares with the judge (judge.py)
+                res["status"], res["error"] = str(done["candidate_fault"]), str(done.get("error"))[:2000]
+            elif done.get("error"):
                 res["status"] = "sandbox_error"
                 res["error"] = "judge failed: " + str(done["error"])[:2000]
         return res
+
+    def _judge_death(self, why: str, status: int | None, oom_before: int) -> tuple[str, str]:
+        """Why the judge ended without a verdict. Its channel faults are its own to handle (judge.py: SIGPIPE
+        ignored, any bytes decoded safely), so the one thing the candidate can still do to it is exhaust the
+        sandbox's memory: the OOM killer takes candidate processes first (oom_score_adj 1000 against 500), then
+        the judge. A judge SIGKILLed while the sandbox's OOM counter moved (or, without a counter to read, SIGKILLed
+        at all: nothing else sends it) is the program's memory_limit; any other end (a crash, an exit without a
+        verdict) is a fault of ours."""
+        killed = status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        if killed and (self.oom_control is None or self._oom_kills() > oom_before):
+            return "memory_limit", "the program exhausted the sandbox's memory (the judge was OOM-killed)"
+        return "sandbox_error", f"{why} (judge status {status})"
 
 
 def _judge_child(runner: Runner, job: dict, limits: dict, vsock: socket.socket, chan: list[int], cand_pid: int):
