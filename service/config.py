@@ -35,6 +35,7 @@ class Settings:
     worker_concurrency: int = 0  # items a worker scores at once; 0 = 2 per sandbox
     claim_idle_s: float = 30.0  # a job unacknowledged this long (its worker died) goes to another worker
     worker_grace_s: float = 30.0  # SIGTERM: a worker finishes its jobs for this long, then hands the rest back
+    infra_retry_s: float = 60.0  # OpenRLHF / SandboxFusion dataset routes score infra errors again this long
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -61,4 +62,5 @@ class Settings:
             worker_concurrency=int(_env("WORKER_CONCURRENCY", 0)),
             claim_idle_s=_env("CLAIM_IDLE_S", cls.claim_idle_s),
             worker_grace_s=_env("WORKER_GRACE_S", cls.worker_grace_s),
+            infra_retry_s=_env("INFRA_RETRY_S", cls.infra_retry_s),
         )

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SUPPORTED_LANGUAGES = ("python", "javascript", "typescript", "c", "cpp", "java", "go", "rust", "bash")
-PROFILES = ("seed", "gated", "binary", "coderl")
+PROFILES = ("seed", "gated", "binary", "pass_rate", "coderl")
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")
 
 
@@ -134,7 +134,7 @@ class RewardItem(Strict):
     tests: Tests | None = None
     limits: ItemLimits = Field(default_factory=ItemLimits)
     reference_code: str | None = None
-    profile: Literal["seed", "gated", "binary", "coderl"] = "seed"
+    profile: Literal["seed", "gated", "binary", "pass_rate", "coderl"] = "seed"
     weights: Weights | None = None
     flag_penalty: float = Field(0.0, ge=0, le=10)
     metadata: dict[str, Any] = Field(default_factory=dict)

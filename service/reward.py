@@ -3,6 +3,7 @@
 - seed (default): weighted sum, executability weighted highest, then pass rate, quality, efficiency.
 - gated: executability and pass rate as in seed; quality and efficiency add only when every test passes.
 - binary: 1 if every test passes, else 0 (only execution is paid for).
+- pass_rate: the fraction of tests passed (verl's sandbox_fusion scorer; only execution is paid for).
 - coderl: -1 syntax error, -0.6 runtime error (timeouts and resource limits included), -0.3 failed tests,
   +1 all pass (CodeRL's shaping).
 A null component contributes 0; weights are never renormalised, so an unmeasured component can never inflate
@@ -43,6 +44,8 @@ def aggregate(
 ) -> float:
     if profile == "binary":
         reward = 1.0 if all_passed else 0.0
+    elif profile == "pass_rate":
+        reward = components.get("pass_rate") or 0.0
     elif profile == "coderl":
         reward = CODERL.get("passed" if all_passed else status, CODERL_OTHERWISE)
     else:
