@@ -14,7 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from sandboxes import SandboxPool, choose_backend
 
-from . import __version__, dashboard, openrlhf, rollouts, sandbox_fusion
+from . import __version__, dashboard, openrlhf, rollouts, sandbox_fusion, sandbox_fusion_datasets
 from .auth import BearerAuth
 from .body_limit import BodyLimit
 from .config import Settings
@@ -69,6 +69,7 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
     if settings.auth_token:
         app.add_middleware(BearerAuth, token=settings.auth_token)  # added last: runs first
     app.include_router(sandbox_fusion.router)
+    app.include_router(sandbox_fusion_datasets.router)
     app.include_router(openrlhf.router)
     app.include_router(rollouts.router)
     app.include_router(dashboard.router)
