@@ -35,6 +35,7 @@ run: setup
 
 test: export REWARDBOX_NEED_REDIS ?= 1
 test: export REWARDBOX_NEED_BROWSER ?= 1
+test: export REWARDBOX_NEED_FRAMEWORKS ?= 1
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
