@@ -301,6 +301,8 @@ async def submit(body: SubmitRequest, request: Request) -> EvalResult:
     (result,) = await score_holding(request.app.state.executor, [item])
     if result.status == "infra_error":
         raise HTTPException(503, detail=f"sandbox fault: {result.message}", headers={"Retry-After": "1"})
+    if result.status == "invalid_input":  # e.g. provided_data whose prompt does not parse, or an oversized program
+        raise HTTPException(400, detail=f"problem {body.id!r} cannot be scored: {result.message}")
     compiled = item.language != "python"
     return EvalResult(id=body.id, accepted=result.status == "passed", extracted_code=extracted, full_code=item.code,
                       test_code=item.tests.test_code if item.tests is not None else None, extracted_type=kind,

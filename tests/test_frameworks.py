@@ -138,9 +138,9 @@ def test_trl_reads_arrow_merged_test_structs(server):
 
 def _verl_config(tmp_path, **reward_kwargs):
     need("verl")
+    import verl
     from omegaconf import OmegaConf
 
-    import verl
     from trainer.tiny import byte_tokenizer
 
     tokenizer_dir = tmp_path / "tokenizer"
@@ -158,7 +158,6 @@ def _verl_config(tmp_path, **reward_kwargs):
 
 def _verl_batch(tokenizer, responses: list[str], ground_truths: list):
     from tensordict import TensorDict
-
     from verl import DataProto
 
     prompt = tokenizer("Write add(a, b).", add_special_tokens=False)["input_ids"]
@@ -182,7 +181,6 @@ def _run_verl_reward_loop(config, responses, ground_truths):
     """verl's RewardLoopWorker scores the batch and RewardLoopManager.compute_rm_score assembles it, on a thread of
     its own with its own event loop, as in a Ray actor; ray.get is the only piece replaced (no cluster)."""
     import ray
-
     from verl.experimental.reward_loop import reward_loop
     from verl.trainer.ppo.reward import resolve_reward_manager_cls
 
