@@ -22,7 +22,7 @@ def extract_code(response: str, prompt: str | None = None) -> str | None:
     return blocks[-1] if blocks else None
 
 
-def program_of(completion: str, prompt: str | None = None) -> str:
+def program_of(prompt: str | None, completion: str) -> str:
     """The last fenced block when the completion has one, else prompt + completion (a continuation), else the
     completion itself (no text prompt to continue, e.g. a chat conversation)."""
     code = extract_code(completion)

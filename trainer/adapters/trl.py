@@ -74,7 +74,7 @@ def reward_functions(client: Client | None = None, profile: str = "seed", tests_
     def item(prompt: Any, completion: Any, fields: dict[str, Any]) -> dict[str, Any]:
         text_prompt = prompt if program == "auto" and isinstance(prompt, str) else None
         extra = {"weights": weights} if weights is not None else {}
-        return {"profile": profile, **extra, **fields, "code": program_of(_text(completion), text_prompt)}
+        return {"profile": profile, **extra, **fields, "code": program_of(text_prompt, _text(completion))}
 
     def score_batch(prompts: list[Any], completions: list[Any], kwargs: dict[str, Any]) -> list[dict | None]:
         column = _column(kwargs, tests_column)
