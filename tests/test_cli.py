@@ -3,6 +3,7 @@ that leaves infra errors out."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -78,22 +79,32 @@ def test_a_server_that_is_down_is_named_with_what_to_do(samples):
     assert f"cannot reach a rewardbox server at {url}" in line and "--url" in line
 
 
-def test_a_url_that_is_not_rewardbox_says_so():
-    class NotFound(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's naming
-            self.send_response(404)
+@contextlib.contextmanager
+def answering(status: int):
+    """An HTTP server that answers every request with `status` and no body: a server that is not (our) rewardbox."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def answer(self):
+            self.send_response(status)
             self.send_header("Content-Length", "0")
             self.end_headers()
+
+        do_GET = do_POST = answer  # noqa: N815 - http.server's naming
 
         def log_message(self, *args):
             pass
 
-    httpd = HTTPServer(("127.0.0.1", 0), NotFound)
+    httpd = HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
-        line = one_line(cli("rollouts", "list", "--url", f"http://127.0.0.1:{httpd.server_port}"))
+        yield f"http://127.0.0.1:{httpd.server_port}"
     finally:
         httpd.shutdown()
+
+
+def test_a_url_that_is_not_rewardbox_says_so():
+    with answering(404) as url:
+        line = one_line(cli("rollouts", "list", "--url", url))
     assert "404" in line and "rewardbox server" in line
 
 
@@ -107,21 +118,8 @@ def test_bench_input_mistakes_are_one_line(tmp_path):
 
 
 def test_a_missing_token_is_named(samples):
-    class Unauthorized(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            self.send_response(401)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    httpd = HTTPServer(("127.0.0.1", 0), Unauthorized)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        line = one_line(cli("bench", "--samples", samples, "--url", f"http://127.0.0.1:{httpd.server_port}"))
-    finally:
-        httpd.shutdown()
+    with answering(401) as url:
+        line = one_line(cli("bench", "--samples", samples, "--url", url))
     assert "--token" in line
 
 
