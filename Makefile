@@ -20,7 +20,8 @@ venv:
 $(VENV)/.stamp: pyproject.toml
 	@[ -x $(PY) ] || { echo "creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
 	$(VENV)/bin/pip install -q '$(TORCH)'
-	$(VENV)/bin/pip install -q -e '.[dev,trainer]'
+	$(VENV)/bin/pip install -q -e '.[dev,trainer,frameworks]'
+	$(VENV)/bin/pip install -q --no-deps verl==0.9.1 openrlhf==0.11.2  # see the frameworks extra
 	@touch $@
 
 # Host packages + Docker engine + sandbox image first: on a fresh Debian box it also installs python3-venv,
@@ -34,6 +35,7 @@ run: setup
 
 test: export REWARDBOX_NEED_REDIS ?= 1
 test: export REWARDBOX_NEED_BROWSER ?= 1
+test: export REWARDBOX_NEED_FRAMEWORKS ?= 1
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 

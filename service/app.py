@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from sandboxes import SandboxPool, choose_backend
 
-from . import __version__, dashboard, openrlhf, rollouts, sandbox_fusion
+from . import __version__, dashboard, openrlhf, rollouts, sandbox_fusion, sandbox_fusion_datasets
 from .auth import BearerAuth
 from .body_limit import BodyLimit
 from .config import Settings
@@ -73,6 +73,7 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
     if settings.auth_token:
         app.add_middleware(BearerAuth, token=settings.auth_token)  # added last: runs first
     app.include_router(sandbox_fusion.router)
+    app.include_router(sandbox_fusion_datasets.router)
     app.include_router(openrlhf.router)
     app.include_router(rollouts.router)
     app.include_router(dashboard.router)

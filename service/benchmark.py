@@ -17,6 +17,10 @@ from typing import Any
 BATCH = 128
 
 
+class BenchError(ValueError):
+    """A problem with the samples or the dataset named on the command line, said in one line."""
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Probability that at least one of k samples drawn from n (c of them correct) is correct."""
     if n - c < k:
@@ -44,13 +48,21 @@ def items_for(samples: list[dict[str, Any]], problems: dict[str, dict[str, Any]]
 
 
 def summarise(samples: list[dict], results: list[dict], ks: tuple[int, ...]) -> dict[str, Any]:
+    """pass@k over the samples that were scored: an infra error says nothing about the program, so it is left out
+    of the estimate (and counted apart); a task with fewer than k scored samples is left out of pass@k, and
+    `pass@k_tasks` says how many tasks it covers when that is not all of them."""
     per_task: dict[str, list[bool]] = defaultdict(list)
     for s, r in zip(samples, results, strict=True):
-        per_task[s["task_id"]].append(r["status"] == "passed")
+        per_task.setdefault(s["task_id"], [])
+        if r["status"] != "infra_error":
+            per_task[s["task_id"]].append(r["status"] == "passed")
     summary: dict[str, Any] = {"samples": len(samples), "tasks": len(per_task)}
     for k in ks:
-        if all(len(v) >= k for v in per_task.values()):
-            summary[f"pass@{k}"] = statistics.fmean(pass_at_k(len(v), sum(v), k) for v in per_task.values())
+        covered = [v for v in per_task.values() if len(v) >= k]
+        if covered:
+            summary[f"pass@{k}"] = statistics.fmean(pass_at_k(len(v), sum(v), k) for v in covered)
+            if len(covered) < len(per_task):
+                summary[f"pass@{k}_tasks"] = len(covered)
     rewards = [r["reward"] for r in results if r["reward"] is not None]
     summary["reward_mean"] = statistics.fmean(rewards) if rewards else None
     summary["reward_median"] = statistics.median(rewards) if rewards else None
@@ -63,21 +75,46 @@ def summarise(samples: list[dict], results: list[dict], ks: tuple[int, ...]) -> 
     return summary
 
 
-def run(samples_path: str, dataset: str, profile: str, ks: tuple[int, ...] = (1, 10, 100)) -> dict[str, Any]:
+def load_samples(path: str) -> list[dict[str, Any]]:
+    """JSONL of {"task_id", "completion"}; BenchError naming the line at fault."""
+    try:
+        with open(path) as f:
+            lines = f.readlines()
+    except OSError as e:
+        raise BenchError(f"cannot read the samples file {path}: {e.strerror}") from None
+    samples = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            sample = json.loads(line)
+        except json.JSONDecodeError:
+            raise BenchError(f"{path} line {number} is not JSON") from None
+        missing = [k for k in ("task_id", "completion") if not isinstance(sample, dict) or k not in sample]
+        if missing:
+            raise BenchError(f"{path} line {number} has no {' or '.join(repr(k) for k in missing)} field "
+                             "(each line: {\"task_id\": ..., \"completion\": ...})")
+        samples.append(sample)
+    if not samples:
+        raise BenchError(f"{path} holds no samples")
+    return samples
+
+
+def run(samples_path: str, dataset: str, profile: str, ks: tuple[int, ...] = (1, 10, 100),
+        client: Any = None) -> dict[str, Any]:
     from rewardbox import Client
 
     if dataset != "humaneval":
-        sys.exit(f"unknown dataset {dataset!r} (supported: humaneval)")
+        raise BenchError(f"unknown dataset {dataset!r} (supported: humaneval)")
     problems = humaneval_problems()
-    with open(samples_path) as f:
-        samples = [json.loads(line) for line in f if line.strip()]
+    samples = load_samples(samples_path)
     unknown = {s["task_id"] for s in samples} - problems.keys()
     if unknown:
-        sys.exit(f"unknown task ids: {sorted(unknown)[:5]}")
+        raise BenchError(f"unknown task ids in {samples_path}: {sorted(unknown)[:5]}")
     items = items_for(samples, problems, profile)
     results: list[dict] = []
     started = time.perf_counter()
-    with Client() as client:
+    with client or Client() as client:
         for i in range(0, len(items), BATCH):
             results += client.reward_batch(items[i:i + BATCH])
             _progress(len(results), len(items), started)

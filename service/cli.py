@@ -7,7 +7,9 @@
     rewardbox replay ROLLOUT_ID [--local]          re-run a stored rollout and show what changed
     rewardbox export [--failed] > rollouts.jsonl
     rewardbox bench --dataset humaneval --samples samples.jsonl   pass@k, reward statistics, run recorded
-The rollout commands talk to a running server (REWARDBOX_URL, default http://127.0.0.1:8000; REWARDBOX_TOKEN);
+The client commands (rollouts, replay, export, bench) talk to a running server: `--url` (default REWARDBOX_URL,
+else http://127.0.0.1:8000) and `--token` (default REWARDBOX_TOKEN). They fail fast with one line a person can act
+on (server down, wrong URL, missing token, missing or malformed file), no retries and no traceback.
 `replay --local` reads the local rollout store and runs the item in a local sandbox pool instead.
 """
 
@@ -21,11 +23,39 @@ import os
 import sys
 from datetime import datetime
 
+import httpx
 
-def _client():
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+class CliError(Exception):
+    """One line for the person at the terminal."""
+
+
+def _client(args: argparse.Namespace):
     from rewardbox import Client
 
-    return Client()
+    # No retries: a person is waiting, and a server that is down stays down for the next 16 s too.
+    return Client(args.url, token=args.token, retries=0, timeout=httpx.Timeout(300.0, connect=5.0))
+
+
+def _explain(error: Exception, url: str) -> str:
+    """What went wrong talking to the server at `url`, and what to do about it."""
+    if isinstance(error.__cause__, httpx.HTTPError):  # the client's TransportError wraps what httpx raised
+        error = error.__cause__
+    if isinstance(error, httpx.ConnectError | httpx.ConnectTimeout):
+        return f"cannot reach a rewardbox server at {url}: start one with `rewardbox serve`, or pass --url"
+    if isinstance(error, httpx.TimeoutException):
+        return f"the server at {url} did not answer in time"
+    status = getattr(getattr(error, "response", None), "status_code", None) or getattr(error, "status", None)
+    if status == 401:
+        return f"the server at {url} wants a token: pass --token or set REWARDBOX_TOKEN"
+    if status == 404:
+        return f"{url} answered 404: is it a rewardbox server (or the rollout id wrong)?"
+    if isinstance(error, httpx.UnsupportedProtocol | httpx.InvalidURL):
+        return f"{url} is not a valid server URL (e.g. http://127.0.0.1:8000)"
+    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return f"the server at {url} failed the request: {first[:300]}"
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -37,7 +67,7 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> None:
-    with _client() as client:
+    with _client(args) as client:
         params = {"failed": str(args.failed).lower(), "limit": args.limit}
         if args.status:
             params["status"] = args.status
@@ -97,14 +127,14 @@ def cmd_replay(args: argparse.Namespace) -> None:
     if args.local:
         replay = asyncio.run(_replay_local(args.rollout_id))
     else:
-        with _client() as client:
+        with _client(args) as client:
             replay = client.replay(args.rollout_id)
     _print_replay(replay)
 
 
 def cmd_export(args: argparse.Namespace) -> None:
     count = 0
-    with _client() as client:
+    with _client(args) as client:
         for record in client.export(failed=str(args.failed).lower()):
             sys.stdout.write(json.dumps(record) + "\n")
             count += 1
@@ -113,6 +143,11 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="rewardbox", description="Sandboxed code-execution reward service")
+    # The options every client command takes (a parent parser: they go after the command, e.g. `bench --url`).
+    remote = argparse.ArgumentParser(add_help=False)
+    remote.add_argument("--url", default=os.environ.get("REWARDBOX_URL") or DEFAULT_URL,
+                        help="server URL (default: REWARDBOX_URL, else %(default)s)")
+    remote.add_argument("--token", default=os.environ.get("REWARDBOX_TOKEN"), help="bearer token (REWARDBOX_TOKEN)")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve the HTTP API (embedded mode: local sandbox pool)")
     serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
@@ -123,21 +158,43 @@ def main(argv: list[str] | None = None) -> None:
     worker.add_argument("--health", action="store_true",
                         help="exit 0 if a worker on this host sent a heartbeat recently (container health check)")
     rollouts = sub.add_parser("rollouts", help="stored rollouts").add_subparsers(dest="action", required=True)
-    lst = rollouts.add_parser("list", help="list rollouts, newest first")
+    lst = rollouts.add_parser("list", help="list rollouts, newest first", parents=[remote])
     lst.add_argument("--failed", action="store_true")
     lst.add_argument("--status")
     lst.add_argument("--language")
     lst.add_argument("--limit", type=int, default=50)
-    replay = sub.add_parser("replay", help="re-run a stored rollout and show the differences")
+    replay = sub.add_parser("replay", help="re-run a stored rollout and show the differences", parents=[remote])
     replay.add_argument("rollout_id")
     replay.add_argument("--local", action="store_true", help="local store and sandbox instead of the server")
-    bench = sub.add_parser("bench", help="score a model's samples on a benchmark: pass@k and reward statistics")
+    bench = sub.add_parser("bench", help="score a model's samples on a benchmark: pass@k and reward statistics",
+                           parents=[remote])
     bench.add_argument("--dataset", default="humaneval")
     bench.add_argument("--samples", required=True, help="JSONL of {task_id, completion}")
     bench.add_argument("--profile", default="binary")
-    export = sub.add_parser("export", help="stream rollouts as JSONL to stdout")
+    export = sub.add_parser("export", help="stream rollouts as JSONL to stdout", parents=[remote])
     export.add_argument("--failed", action="store_true")
     args = parser.parse_args(argv)
+    try:
+        _dispatch(args)
+    except CliError as e:
+        sys.exit(f"rewardbox: {e}")
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+def _dispatch(args: argparse.Namespace) -> None:
+    from rewardbox import RewardboxError
+
+    from .benchmark import BenchError
+
+    if args.command in ("rollouts", "replay", "export", "bench"):
+        try:
+            _client_command(args)
+        except BenchError as e:
+            raise CliError(str(e)) from None
+        except (httpx.HTTPError, RewardboxError) as e:
+            raise CliError(_explain(e, args.url)) from None
+        return
     if args.command == "serve":
         from .app import create_app
         from .config import Settings
@@ -155,7 +212,10 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(0 if healthy(Settings.from_env()) else 1)
         logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         asyncio.run(serve_worker(Settings.from_env()))
-    elif args.command == "rollouts":
+
+
+def _client_command(args: argparse.Namespace) -> None:
+    if args.command == "rollouts":
         cmd_list(args)
     elif args.command == "replay":
         cmd_replay(args)
@@ -164,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "bench":
         from .benchmark import run
 
-        summary = run(args.samples, args.dataset, args.profile)
+        summary = run(args.samples, args.dataset, args.profile, client=_client(args))
         rows = [[k, f"{v:.4f}" if isinstance(v, float) else str(v)] for k, v in summary.items()]
         print(_table(rows, ["metric", "value"]))
 

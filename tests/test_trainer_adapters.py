@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -150,24 +151,41 @@ async def test_adapters_give_none_during_an_outage_instead_of_crashing_the_train
     monkeypatch.setattr(verl, "_client", None)
 
 
-def test_verl_compute_score_single_batch_and_async(server, monkeypatch):
-    monkeypatch.setenv("REWARDBOX_URL", server)
-    monkeypatch.setattr(verl, "_client", None)
-    gt = {"assert_case": ["assert add(1, 2) == 3", "assert add(2, 2) == 4"]}
-    single = verl.compute_score("mbpp", GOOD, gt)
-    assert single["score"] > 0.9 and single["pass_rate"] == 1.0
-    batch = verl.compute_score_batch(["mbpp"] * 2, [GOOD, HALF], [json.dumps(gt)] * 2)
-    assert [b["pass_rate"] for b in batch] == [1.0, 0.5]
+VERL_KEYS = {"score", "acc", "status", "executability", "pass_rate", "quality", "efficiency"}
+ADD_GT = {"assert_case": ["assert add(1, 2) == 3", "assert add(2, 2) == 4"]}
 
 
-async def test_verl_async_compute_score(server, monkeypatch):
-    monkeypatch.setenv("REWARDBOX_URL", server)
+def test_verl_results_share_one_key_set_and_take_config_from_reward_kwargs(server, monkeypatch):
+    monkeypatch.delenv("REWARDBOX_URL", raising=False)  # reward_kwargs reach every Ray worker; the environment may not
+    results = [verl.compute_score("mbpp", r, json.dumps(ADD_GT), url=server, profile=profile)
+               for r, profile in ((GOOD, "seed"), (HALF, "seed"), ("no code here", "seed"), (HALF, "pass_rate"),
+                                  ("def add(a, b): return a + b", "coderl"))]
+    assert all(set(r) == VERL_KEYS for r in results)
+    good, half, no_code, half_pass_rate, unfenced_coderl = results
+    assert good["score"] > 0.9 and good["acc"] == 1.0 and good["efficiency"] is not None
+    assert half["efficiency"] is None and half["acc"] == 0.0  # null, not dropped
+    assert no_code == {"score": 0.0, "acc": 0.0, "status": "no_code", "executability": 0.0, "pass_rate": 0.0,
+                       "quality": None, "efficiency": None}
+    assert half_pass_rate["score"] == 0.5  # verl's sandbox_fusion scorer: the pass fraction
+    assert unfenced_coderl["score"] == -1.0 and unfenced_coderl["status"] == "no_code"
+
+
+async def test_verl_async_compute_score(server):
     gt = {"inputs": ["1\n2\n", "[1]\n[2, 3]\n"], "outputs": ["3", "[1, 2, 3]"], "fn_name": "add"}
-    res = await verl.compute_score_async("taco", GOOD, gt)
-    assert res["pass_rate"] == 1.0
+    res = await verl.compute_score_async("taco", GOOD, gt, url=server, profile="binary")
+    assert res["score"] == 1.0 and res["pass_rate"] == 1.0 and set(res) == VERL_KEYS
 
 
-def test_trl_reward_functions_share_one_scoring_per_batch(server):
+def test_verl_options_are_checked_up_front(server):
+    with pytest.raises(TypeError, match="unknown reward_kwargs"):
+        verl.compute_score("mbpp", GOOD, ADD_GT, url=server, profle="binary")
+    with pytest.raises(ValueError, match="needs fallback_score"):
+        verl.compute_score("mbpp", GOOD, ADD_GT, url=server, on_infra_error="fallback")
+    with pytest.raises(ValueError, match="rejected this sample"):
+        verl.compute_score("mbpp", GOOD, ADD_GT, url=server, language="cobol")
+
+
+def test_trl_one_total_function_by_default_and_components_on_request(server):
     calls = []
 
     class CountingClient(Client):
@@ -175,15 +193,57 @@ def test_trl_reward_functions_share_one_scoring_per_batch(server):
             calls.append(len(items))
             return super().reward_batch(items)
 
-    funcs = reward_functions(CountingClient(server), profile="seed")
+    assert [f.__name__ for f in reward_functions(CountingClient(server))] == ["rewardbox_reward"]
+    funcs = reward_functions(CountingClient(server), profile="seed", components=True)
     completions = [[{"role": "assistant", "content": GOOD}], [{"role": "assistant", "content": HALF}]]
     kwargs = {"tests": [ADD_TESTS, json.dumps(ADD_TESTS)]}
-    values = {f.__name__: f(prompts=["p", "p"], completions=completions, **kwargs) for f in funcs}
+    prompts = [[{"role": "user", "content": "add"}]] * 2
+    values = {f.__name__: f(prompts=prompts, completions=completions, **kwargs) for f in funcs}
     assert calls == [2]
     assert values["rewardbox_pass_rate"] == [1.0, 0.5]
     assert values["rewardbox_executability"] == [1.0, 1.0]
     assert values["rewardbox_efficiency"][1] is None  # measured only when every test passes
     assert values["rewardbox_reward"][0] > values["rewardbox_reward"][1]
+
+
+def test_trl_weights_go_to_the_service_and_components_to_log_metric(server):
+    metrics, extra = {}, {}
+    (reward,) = reward_functions(Client(server), weights={"executability": 0.0, "pass_rate": 1.0, "quality": 0.0,
+                                                          "efficiency": 0.0})
+    rewards = reward(prompts=["p", "p", "p"], completions=[GOOD, HALF, GOOD], tests=[ADD_TESTS, ADD_TESTS, None],
+                     log_metric=metrics.__setitem__, log_extra=extra.__setitem__)
+    assert rewards == [1.0, 0.5, None]  # a row without tests: not applicable
+    assert metrics["rewardbox/pass_rate"] == 0.75 and metrics["rewardbox/infra_errors"] == 0.0
+    assert "rewardbox/quality" not in metrics  # weight 0: never computed, never logged as 0
+    assert extra["rewardbox_status"] == ["passed", "failed", "no_tests"]
+
+
+def test_trl_continuation_prompts_run_as_prompt_plus_completion(server):
+    tests = {"kind": "function", "entry_point": "f", "cases": [{"args": [2], "expected": 4}]}
+    (reward,) = reward_functions(Client(server), profile="binary")
+    prompt = "def f(x):\n    # double\n    return"
+    assert reward(prompts=[prompt, prompt], completions=[" x * 2\n", " x + 1\n"],
+                  tests=[json.dumps(tests)] * 2) == [1.0, 0.0]
+    (completion_only,) = reward_functions(Client(server), profile="binary", program="completion")
+    assert completion_only(prompts=[prompt], completions=[" x * 2\n"], tests=[json.dumps(tests)]) == [0.0]
+
+
+def test_trl_dataset_mistakes_are_clear_errors(server):
+    (reward,) = reward_functions(Client(server))
+    with pytest.raises(KeyError, match="no 'tests' column"):
+        reward(prompts=["p"], completions=[GOOD], solution=["x"], trainer_state=None)
+    with pytest.raises(ValueError, match="row 1 of the tests column"):
+        reward(prompts=["p", "p"], completions=[GOOD, GOOD], tests=[json.dumps(ADD_TESTS), "{broken"])
+
+
+def test_trl_outage_gives_none_never_zero():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    metrics = {}
+    (reward,) = reward_functions(Client(url, retries=0), retry_budget_s=0.2)
+    assert reward(prompts=["p"], completions=[GOOD], tests=[ADD_TESTS], log_metric=metrics.__setitem__) == [None]
+    assert metrics["rewardbox/infra_errors"] == 1.0
 
 
 def test_dataset_formats_convert_to_tests():

@@ -38,7 +38,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from rewardbox import Client
-from rewardbox.extract import extract_code
+from rewardbox.extract import program_of
 from trainer.tasks import Task, load_tasks, named_function_tasks
 
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")
@@ -147,13 +147,6 @@ def token_logprobs(model: PreTrainedModel, r: Rollouts, temperature: float,
     logp = logp_all.gather(-1, ids[:, r.n_prompt:, None]).squeeze(-1)
     entropy = -(logp_all.exp() * logp_all).sum(-1)
     return logp, entropy
-
-
-def program_of(prompt: str, completion: str) -> str:
-    """The last fenced python block when the completion has one (chat models), else prompt + completion (the
-    HumanEval convention: the prompt is the start of the program)."""
-    code = extract_code(completion)
-    return code if code is not None else prompt + completion
 
 
 def group_scores(rewards: list[float | None], group_size: int, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
