@@ -137,18 +137,18 @@ async def test_an_unreachable_service_is_a_transport_error_for_both_clients():
             await client.reward_batch([{"code": "pass"}])
 
 
-async def test_adapters_give_none_during_an_outage_instead_of_crashing_the_trainer(monkeypatch):
-    monkeypatch.setenv("REWARDBOX_URL", _closed_port())
-    monkeypatch.setattr(verl, "_client", Client(retries=0))
-    monkeypatch.setattr(verl, "AsyncClient", functools.partial(AsyncClient, retries=0))  # no 15 s of back-off
+async def test_an_outage_never_crashes_trl_and_stops_verl_with_a_clear_error(monkeypatch):
+    """TRL masks a None reward, so an outage gives None per row; verl cannot skip a sample, so it stops with
+    RewardboxUnavailable (after its retry budget, here 0) instead of a raw transport error or a made-up score."""
+    url = _closed_port()
     gt = {"assert_case": ["assert add(1, 2) == 3"]}
-    assert verl.compute_score("mbpp", GOOD, gt) is None
-    assert verl.compute_score_batch(["mbpp"] * 2, [GOOD, HALF], [gt, gt]) == [None, None]
-    assert await verl.compute_score_async("mbpp", GOOD, gt) is None
-    funcs = reward_functions(Client(retries=0), profile="seed")
+    with pytest.raises(verl.RewardboxUnavailable, match="could not score"):
+        verl.compute_score("mbpp", GOOD, gt, url=url, retry_budget_s=0)
+    with pytest.raises(verl.RewardboxUnavailable):
+        await verl.compute_score_async("mbpp", GOOD, gt, url=url, retry_budget_s=0)
+    funcs = reward_functions(Client(url, retries=0), profile="seed", components=True, retry_budget_s=0)
     values = [f(prompts=["p"], completions=[GOOD], tests=[ADD_TESTS]) for f in funcs]
     assert values == [[None]] * 5
-    monkeypatch.setattr(verl, "_client", None)
 
 
 VERL_KEYS = {"score", "acc", "status", "executability", "pass_rate", "quality", "efficiency"}
@@ -212,7 +212,7 @@ def test_trl_weights_go_to_the_service_and_components_to_log_metric(server):
                                                           "efficiency": 0.0})
     rewards = reward(prompts=["p", "p", "p"], completions=[GOOD, HALF, GOOD], tests=[ADD_TESTS, ADD_TESTS, None],
                      log_metric=metrics.__setitem__, log_extra=extra.__setitem__)
-    assert rewards == [1.0, 0.5, None]  # a row without tests: not applicable
+    assert rewards == [1.0, pytest.approx(0.5 * 0.99), None]  # no tests: not applicable; failing: below E + P
     assert metrics["rewardbox/pass_rate"] == 0.75 and metrics["rewardbox/infra_errors"] == 0.0
     assert "rewardbox/quality" not in metrics  # weight 0: never computed, never logged as 0
     assert extra["rewardbox_status"] == ["passed", "failed", "no_tests"]
