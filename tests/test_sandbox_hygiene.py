@@ -26,6 +26,8 @@ import pytest
 from sandboxes import Job, Limits, SandboxPool, Status
 from sandboxes.backends.base import SOCKETS_ROOT
 
+from .pool_helpers import in_every_sandbox, settle
+
 ROOT = Path(__file__).resolve().parent.parent
 LIMITS = Limits(wall_s=5, total_s=10, cpu_s=5, memory_mb=512)
 
@@ -33,13 +35,6 @@ LIMITS = Limits(wall_s=5, total_s=10, cpu_s=5, memory_mb=512)
 def halves() -> tuple[str, str]:
     """A marker in two halves: jobs that plant it hold both together, scanners only apart."""
     return "RBHA" + secrets.token_hex(8), "RBHB" + secrets.token_hex(8)
-
-
-async def settle(pool: SandboxPool, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while pool.snapshot()["idle"] < pool.size:
-        assert time.monotonic() < deadline, f"pool never settled: {pool.snapshot()}"
-        await asyncio.sleep(0.02)
 
 
 # ------------------------------------------------------------------------------------------------- 1. memory
@@ -123,18 +118,6 @@ def scan_clean(kind: str, result) -> bool:
         return result.status == Status.OK and bool(runs) and all(r["status"] == "ok" for r in runs)
     cases = [e for e in result.events if e.get("event") == "case"]
     return result.status == Status.OK and len(cases) == 1 and cases[0]["passed"]
-
-
-async def in_every_sandbox(pool: SandboxPool, job: Job) -> list:
-    """Run job once in each sandbox of the pool (a settled pool hands its sandboxes out in turn)."""
-    results: dict[str, object] = {}
-    for _ in range(pool.size * 4):
-        await settle(pool)
-        result = await pool.run(job)
-        results.setdefault(result.sandbox_id, result)
-        if len(results) == pool.size:
-            return list(results.values())
-    raise AssertionError(f"{job.op} job never reached every sandbox: {sorted(results)}")
 
 
 async def test_no_job_finds_an_earlier_job_s_data_in_its_own_memory(pool: SandboxPool) -> None:

@@ -9,7 +9,6 @@ import asyncio
 import json
 import platform
 import secrets
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,8 @@ from graders.tests import job_limits, run_tests
 from sandboxes import Job, Limits, SandboxPool, Status
 from sandboxes.builds import Builder
 from service.models import IOTests
+
+from .pool_helpers import settle
 
 LIMITS = job_limits(timeout_s=5, memory_mb=256, max_item_s=60)
 ONE_CASE = IOTests(kind="io", cases=[{"stdin": "", "stdout": "x\n"}])
@@ -34,13 +35,6 @@ async def builder(pool):
 
 async def compile_and_run(pool, builder, language, code, compile_timeout_s=20.0):
     return await run_tests(pool, code, ONE_CASE, LIMITS, language, builder, compile_timeout_s)
-
-
-async def settle(pool: SandboxPool, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while pool.snapshot()["idle"] < pool.size:
-        assert time.monotonic() < deadline, f"pool never settled: {pool.snapshot()}"
-        await asyncio.sleep(0.02)
 
 
 async def assert_pool_serves(pool: SandboxPool, replaced: int) -> None:
