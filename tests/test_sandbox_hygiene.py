@@ -390,6 +390,44 @@ async def test_a_zygote_killed_during_a_job_fails_that_job_alone_without_our_tra
     assert all(r.status == Status.OK and r.stdout == "2\n" for r in results), results
 
 
+def test_a_sandbox_fault_is_infra_error_never_cached_and_readiness_drops_meanwhile() -> None:
+    """End to end over HTTP: the zygotes of the server's sandboxes die while an item runs."""
+    import concurrent.futures
+
+    import httpx
+
+    from .conftest import start_server, stop_server
+
+    proc, url = start_server({"REWARDBOX_BACKEND": "docker"})
+    try:
+        owner = f"rewardbox.owner={os.uname().nodename}:{proc.pid}"
+        containers = subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter", f"label={owner}"],
+                                    capture_output=True, text=True, check=True, timeout=30).stdout.split()
+        assert len(containers) == 2, containers
+        code = "import time\ntime.sleep(2)\nprint(input())\n"
+        item = {"code": code, "profile": "binary", "tests": {"kind": "io", "cases": [{"stdin": "x", "stdout": "x"}]}}
+        with httpx.Client(base_url=url, timeout=120) as client, concurrent.futures.ThreadPoolExecutor(1) as threads:
+            first = threads.submit(client.post, "/reward", json=item)
+            time.sleep(1.0)  # the item's job is running
+            for container in containers:
+                pid = int(subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", container], capture_output=True,
+                                         text=True, check=True, timeout=30).stdout)
+                os.kill(min(_children(pid), key=_started), signal.SIGKILL)  # the zygote of run jobs
+            codes = []
+            deadline = time.monotonic() + 120
+            while not codes or codes[-1] != 200 or 503 not in codes:
+                assert time.monotonic() < deadline, f"readiness never dropped and came back: {codes[-20:]}"
+                codes.append(client.get("/readyz").status_code)
+                time.sleep(0.01)
+            broken = first.result().json()
+            assert broken["status"] == "infra_error" and broken["reward"] is None, broken
+            again = client.post("/reward", json=item).json()
+        assert again["status"] == "passed" and again["reward"] == 1.0, again
+        assert not (again.get("details") or {}).get("cache_hit"), "a result of the broken sandbox was cached"
+    finally:
+        stop_server(proc)
+
+
 # ------------------------------------------------------------------------------------------------- 6. host facts
 
 HOST_FACTS = r"""
