@@ -810,6 +810,8 @@ def grab(path):
 
 pids = [p for p in os.listdir("/proc") if p.isdigit()]
 for pid in pids:
+    if int(pid) == os.getpid():  # its own pipes it may reopen (reading its stdout back would only block itself)
+        continue
     for what in ("cmdline", "environ", "fd", "cwd", "root", "maps", "status"):
         grab(f"/proc/{pid}/{what}")
     try:
