@@ -1317,6 +1317,7 @@ async def test_a_warm_sandbox_keeps_no_state_between_jobs(pool: SandboxPool) -> 
     assert_in_time(elapsed, job)
     seen = set()
     for i in range(pool.size * 2 + 2):
+        await settle(pool)  # every sandbox idle again: serial jobs visit them in turn
         r = await pool.run(run_job(LOOK_FOR_STATE))
         assert r.status == Status.OK, r
         assert json.loads(r.stdout) == [], f"follow-up {i} in {r.sandbox_id} found state: {r.stdout}"
