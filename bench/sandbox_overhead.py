@@ -11,7 +11,8 @@ Measured in the same run, all with the program `pass`:
   docker run        `docker run --rm <sandbox image> python3 -c pass` per job (a fresh container each time)
   subprocess        a fresh `/usr/bin/python3 -c pass` per job on the host (no isolation at all: the floor)
   --against DIR     the serial round trips of this checkout and of DIR's (e.g. `git archive main` unpacked),
-                    measured in alternating rounds in fresh processes: what a change to the sandbox costs
+                    measured in rounds of two fresh processes running at the same time (so that both meet the
+                    same load): what a change to the sandbox costs
 Prints numbers (and the load average before and after); it is not a test.
 """
 
@@ -126,16 +127,22 @@ asyncio.run(main(sys.argv[2], int(sys.argv[3])))
 
 
 def bench_against(other: Path, backends: list[str], n: int, rounds: int) -> dict[str, Any]:
-    """Serial round trips of this checkout and of `other`, alternating, each round in fresh processes."""
+    """Serial round trips of this checkout and of `other`, each round in two fresh processes that run at the same
+    time: on a shared, noisy machine both then meet the same load (one after the other, the load of the moment
+    decided the ratio: 0.8x to 1.8x between runs)."""
     trees = {"this": ROOT, "against": other}
-    report: dict[str, Any] = {"against": str(other), "rounds": rounds, "backends": {}}
+    report: dict[str, Any] = {"against": str(other), "rounds": rounds, "backends": {}, "concurrent": True}
     for backend in backends:
         samples: dict[str, dict[str, list[float]]] = {t: {"run": [], "judge": []} for t in trees}
         for r in range(rounds):
-            for tree in (trees if r % 2 == 0 else dict(reversed(trees.items()))):
-                out = subprocess.run([sys.executable, "-c", SERIAL_IN_TREE, str(trees[tree]), backend, str(n)],
-                                     capture_output=True, text=True, check=True, timeout=1800)
-                for job, values in json.loads(out.stdout.strip().splitlines()[-1]).items():
+            order = list(trees) if r % 2 == 0 else list(reversed(trees))
+            procs = {t: subprocess.Popen([sys.executable, "-c", SERIAL_IN_TREE, str(trees[t]), backend, str(n)],
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for t in order}
+            for tree, proc in procs.items():
+                out, _ = proc.communicate(timeout=1800)
+                if proc.returncode != 0:
+                    raise RuntimeError(f"measuring {trees[tree]} failed")
+                for job, values in json.loads(out.strip().splitlines()[-1]).items():
                     samples[tree][job] += values
         report["backends"][backend] = {t: {job: summarize(v) for job, v in jobs.items()}
                                        for t, jobs in samples.items()}
@@ -179,7 +186,8 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"ratio docker-run / pool[{backend}] (median): {ratio:.0f}x")
     if "against" in report:
         a = report["against"]
-        lines.append(f"this checkout vs {a['against']} ({a['rounds']} alternating rounds, pool of 1, serial):")
+        lines.append(f"this checkout vs {a['against']} ({a['rounds']} rounds, both at once, a pool of 1 each, "
+                     "serial jobs):")
         for backend, trees in a["backends"].items():
             for job in ("run", "judge"):
                 this, other = trees["this"][job], trees["against"][job]
@@ -206,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=os.cpu_count() or 1, help="jobs in flight (default: CPUs)")
     ap.add_argument("--backends", default="docker,bubblewrap", help="pool backends to try (default: both)")
     ap.add_argument("--against", type=Path, help="another rewardbox checkout to compare the pool's round trips with")
-    ap.add_argument("--rounds", type=int, default=4, help="alternating rounds with --against (default 4)")
+    ap.add_argument("--rounds", type=int, default=4, help="rounds with --against (default 4)")
     args = ap.parse_args(argv)
 
     available = {"docker": docker_available, "bubblewrap": bubblewrap_available}
