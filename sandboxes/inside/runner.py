@@ -307,6 +307,7 @@ def zygote_main(ctl: socket.socket) -> None:
 def _zygote_child(req: dict, fds: list[int], err_w: int) -> None:
     """In the forked child: descriptors in place (the payload memfd last), read this job's own data, set up, run.
     A set-up failure is reported on the error pipe as one short line (no traceback, no path of ours)."""
+    err_fd = err_w
     try:
         ruleset = landlock.prepare(WRITABLE_ROOTS)
         place_fds(fds + [err_w] + ([ruleset] if ruleset is not None else []))
