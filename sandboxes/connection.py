@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
+from collections.abc import Callable
 from typing import Any
 
 HEADER = struct.Struct(">I")
@@ -12,40 +13,74 @@ MAX_FRAME = 64 << 20
 
 
 class RunnerGone(ConnectionError):
-    """The runner closed the channel or stopped answering."""
+    """The runner closed the channel, stopped answering, or answered out of step."""
+
+
+class _Protocol(asyncio.StreamReaderProtocol):
+    """A stream protocol that also says when the runner hangs up, even while nobody is reading (an idle sandbox
+    whose machinery broke: its runner exits, and the pool replaces it at once)."""
+
+    def __init__(self, reader: asyncio.StreamReader, on_hangup: Callable[[], None]) -> None:
+        super().__init__(reader)
+        self._on_hangup = on_hangup
+
+    def eof_received(self) -> bool | None:
+        self._on_hangup()
+        return super().eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._on_hangup()
+        super().connection_lost(exc)
 
 
 class RunnerConnection:
-    """One runner, one job at a time. The runner sends {"ready": true} whenever it can take the next job."""
+    """One runner, one job at a time. The runner sends {"ready": true} whenever it can take the next job, and
+    every answer carries the id of the request it answers."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader, self._writer = reader, writer
+    def __init__(self) -> None:
+        self._reader: asyncio.StreamReader
+        self._writer: asyncio.StreamWriter
         self.ready = False
+        self.gone = False
+        self.on_hangup: Callable[[], None] | None = None
+        self._next_id = 0
 
     @classmethod
     async def open(cls, path: str, timeout: float) -> RunnerConnection:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        conn = cls()
         while True:
+            reader = asyncio.StreamReader(limit=MAX_FRAME, loop=loop)
+            protocol = _Protocol(reader, conn._hung_up)
             try:
-                reader, writer = await asyncio.open_unix_connection(path, limit=MAX_FRAME)
+                transport, _ = await loop.create_unix_connection(lambda p=protocol: p, path)
                 break
             except (FileNotFoundError, ConnectionRefusedError):
                 if loop.time() > deadline:
                     raise RunnerGone(f"no runner listening on {path} after {timeout:g}s") from None
                 await asyncio.sleep(0.02)
-        conn = cls(reader, writer)
+        conn._reader, conn._writer = reader, asyncio.StreamWriter(transport, protocol, reader, loop)
         await conn.wait_ready(max(0.1, deadline - loop.time()))
         return conn
+
+    def _hung_up(self) -> None:
+        if not self.gone:
+            self.gone = True
+            if self.on_hangup is not None:
+                self.on_hangup()
 
     async def _recv(self) -> dict[str, Any]:
         try:
             (length,) = HEADER.unpack(await self._reader.readexactly(HEADER.size))
             if length > MAX_FRAME:
                 raise RunnerGone(f"frame of {length} bytes")
-            return json.loads(await self._reader.readexactly(length))
-        except (asyncio.IncompleteReadError, ConnectionError, OSError) as e:
+            frame = json.loads(await self._reader.readexactly(length))
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, ValueError) as e:
             raise RunnerGone(f"runner channel closed: {e!r}") from None
+        if not isinstance(frame, dict):
+            raise RunnerGone("the runner sent something that is not a record")
+        return frame
 
     async def wait_ready(self, timeout: float) -> None:
         """Wait for the runner's announcement that the previous job is cleaned up."""
@@ -60,16 +95,20 @@ class RunnerConnection:
         self.ready = True
 
     async def request(self, message: dict[str, Any]) -> dict[str, Any]:
-        if not self.ready:
+        if not self.ready or self.gone:
             raise RunnerGone("runner not ready")
         self.ready = False
-        data = json.dumps(message, separators=(",", ":")).encode()
+        self._next_id += 1
+        data = json.dumps({**message, "id": self._next_id}, separators=(",", ":")).encode()
         try:
             self._writer.write(HEADER.pack(len(data)) + data)
             await self._writer.drain()
         except (ConnectionError, OSError) as e:
             raise RunnerGone(f"runner channel closed: {e!r}") from None
-        return await self._recv()
+        reply = await self._recv()
+        if reply.get("id") != self._next_id:
+            raise RunnerGone("the runner's answer is not about this request (channel out of step)")
+        return reply
 
     def close(self) -> None:
         self._writer.close()

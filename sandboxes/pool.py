@@ -2,8 +2,11 @@
 
 Each sandbox runs one job at a time. A sandbox goes back to the pool only after its runner announced that the
 job's processes and files are gone; it is replaced after `max_jobs`, after any anomaly, or when its runner stops
-answering. The pool refills itself in the background. Whatever goes wrong on our side comes back as a
-sandbox_error Result, never as an exception and never as a verdict on the program.
+answering. After a sandbox_error it first passes a health check (the runner forks a real job through each of its
+zygotes); one that fails it is replaced. A runner whose machinery breaks while idle hangs up, and the pool
+replaces that sandbox at once. The pool refills itself in the background. Whatever goes wrong on our side comes
+back as a sandbox_error Result, never as an exception and never as a verdict on the program; the runner's own
+traces go to this module's log, never into a result.
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ import time
 from dataclasses import dataclass, field
 
 from .backends import Backend, SandboxHandle, SandboxSpec, choose_backend
+from .backends.base import release_socket_root
 from .connection import RunnerConnection, RunnerGone
 from .types import Job, Result, Status
 
 log = logging.getLogger("rewardbox.sandbox")
 
 START_TIMEOUT_S = 60.0
+HEALTH_TIMEOUT_S = 60.0
 
 
 @dataclass(eq=False)
@@ -30,6 +35,7 @@ class Sandbox:
     handle: SandboxHandle
     conn: RunnerConnection
     jobs: int = 0
+    broken: bool = False  # known not to run jobs: being replaced (or health-checked after a sandbox_error)
 
 
 @dataclass
@@ -42,6 +48,8 @@ class PoolStats:
     start_failures: int = 0
     jobs: int = 0
     sandbox_errors: int = 0
+    health_checks: int = 0
+    unhealthy: int = 0
     started_at: float = field(default_factory=time.time)
 
 
@@ -61,6 +69,7 @@ class SandboxPool:
         self.acquire_timeout_s = acquire_timeout_s
         self.stats = PoolStats(size=self.size)
         self._idle: asyncio.Queue[Sandbox] = asyncio.Queue()
+        self._idle_now: set[Sandbox] = set()  # what _idle holds (an asyncio.Queue cannot be looked into)
         self._all: set[Sandbox] = set()
         self._tasks: set[asyncio.Task] = set()
         # RLIMIT_NPROC counts every process and thread of a uid on the whole host, across containers: each pool
@@ -84,9 +93,14 @@ class SandboxPool:
             await asyncio.gather(*starts)
 
     @property
+    def healthy(self) -> int:
+        """Sandboxes that can take jobs: started and not known to be broken (idle, busy, or cleaning up)."""
+        return sum(not sb.broken for sb in self._all)
+
+    @property
     def warm(self) -> bool:
-        """Every sandbox is started (idle, busy, or cleaning up after a job)."""
-        return not self._closed and len(self._all) >= self.size
+        """Every sandbox is started and none is known to be broken: what readiness (/readyz) reports."""
+        return not self._closed and self.healthy >= self.size
 
     async def close(self) -> None:
         self._closed = True
@@ -97,6 +111,7 @@ class SandboxPool:
         remove_own = getattr(self.backend, "remove_own", None)
         if remove_own:
             await remove_own()
+        release_socket_root()  # a clean stop leaves no empty folder behind (unless another pool still runs here)
 
     async def __aenter__(self) -> SandboxPool:
         await self.start()
@@ -110,9 +125,8 @@ class SandboxPool:
     async def run(self, job: Job) -> Result:
         if self._closed:
             return Result.infra("sandbox pool is closed")
-        try:
-            sandbox = await asyncio.wait_for(self._idle.get(), self.acquire_timeout_s)
-        except TimeoutError:
+        sandbox = await self._acquire()
+        if sandbox is None:
             return Result.infra(f"no sandbox free within {self.acquire_timeout_s:g}s")
         self.stats.busy += 1
         self.stats.jobs += 1
@@ -124,20 +138,45 @@ class SandboxPool:
             self.stats.sandbox_errors += 1
         return result
 
+    async def _acquire(self) -> Sandbox | None:
+        """The next idle sandbox that is not broken (a broken one left in the queue is being replaced)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.acquire_timeout_s
+        while True:
+            try:
+                sandbox = await asyncio.wait_for(self._idle.get(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                return None
+            self._idle_now.discard(sandbox)
+            if not sandbox.broken:
+                return sandbox
+
+    def _put_idle(self, sandbox: Sandbox) -> None:
+        self._idle_now.add(sandbox)
+        self._idle.put_nowait(sandbox)
+
     async def _run_on(self, sandbox: Sandbox, job: Job) -> Result:
         sandbox.jobs += 1
         try:
             raw = await asyncio.wait_for(sandbox.conn.request(job.to_wire()), job.deadline_s())
         except (RunnerGone, TimeoutError) as e:
+            sandbox.broken = True
             oom = await self._died_of_oom(sandbox)
+            log.warning("sandbox %s failed during a job: %r", sandbox.handle.id, e)
             self._background(self._replace(sandbox))
             if oom:
                 return Result(status=Status.MEMORY_LIMIT, error="the job exhausted the sandbox's memory",
                               sandbox_id=sandbox.handle.id)
-            return Result.infra(f"sandbox {sandbox.handle.id} failed during the job: {e}")
+            return Result.infra(f"sandbox {sandbox.handle.id} failed during the job")
+        trace = raw.pop("trace", None)
         result = Result.from_wire(raw)
         result.sandbox_id = sandbox.handle.id
-        self._background(self._release(sandbox))
+        if trace or result.status == Status.SANDBOX_ERROR:
+            log.warning("sandbox %s: %s: %s%s", sandbox.handle.id, result.status, result.error,
+                        f"\n{trace}" if trace else "")
+        check = result.status == Status.SANDBOX_ERROR
+        sandbox.broken = sandbox.broken or check  # until the health check says otherwise
+        self._background(self._release(sandbox, check))
         return result
 
     async def _died_of_oom(self, sandbox: Sandbox) -> bool:
@@ -146,21 +185,48 @@ class SandboxPool:
         except Exception:  # noqa: BLE001
             return False
 
-    async def _release(self, sandbox: Sandbox) -> None:
-        """Back into the pool once the runner has cleaned up; replaced when due or unhealthy."""
+    async def _release(self, sandbox: Sandbox, check: bool = False) -> None:
+        """Back into the pool once the runner has cleaned up (and, after a sandbox_error, passed a health check);
+        replaced when due or unhealthy."""
         if sandbox.jobs >= self.max_jobs:
             await self._replace(sandbox)
             return
         try:
             await sandbox.conn.wait_ready(30.0)
+            if check:
+                await self._health_check(sandbox)
         except RunnerGone as e:
             log.warning("sandbox %s not reusable: %s", sandbox.handle.id, e)
             await self._replace(sandbox)
             return
         if self._closed:
             await self._destroy(sandbox)
+        elif sandbox.conn.gone:
+            await self._replace(sandbox)
         else:
-            self._idle.put_nowait(sandbox)
+            sandbox.broken = False
+            self._put_idle(sandbox)
+
+    async def _health_check(self, sandbox: Sandbox) -> None:
+        """Raises RunnerGone unless the runner forks and runs a real job through each of its zygotes."""
+        self.stats.health_checks += 1
+        try:
+            answer = await asyncio.wait_for(sandbox.conn.request({"op": "health"}), HEALTH_TIMEOUT_S)
+        except TimeoutError:
+            answer = {"ok": False, "error": f"no answer within {HEALTH_TIMEOUT_S:g}s"}
+        if not answer.get("ok"):
+            self.stats.unhealthy += 1
+            raise RunnerGone(f"health check failed: {answer.get('error') or answer.get('status')}")
+        await sandbox.conn.wait_ready(30.0)
+
+    def _hung_up(self, sandbox: Sandbox) -> None:
+        """The runner closed its channel. An idle sandbox is replaced now; a busy one by the job that fails."""
+        if sandbox.broken or sandbox not in self._all or self._closed:
+            return
+        sandbox.broken = True
+        if sandbox in self._idle_now:
+            log.warning("sandbox %s hung up while idle: replacing it", sandbox.handle.id)
+            self._background(self._replace(sandbox))
 
     async def _replace(self, sandbox: Sandbox) -> None:
         self.stats.replaced += 1
@@ -178,7 +244,7 @@ class SandboxPool:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
                 continue
-            self._idle.put_nowait(sandbox)
+            self._put_idle(sandbox)
             return
 
     async def _start_one(self) -> Sandbox:
@@ -186,6 +252,7 @@ class SandboxPool:
         try:
             conn = await RunnerConnection.open(handle.socket_path, START_TIMEOUT_S)
             sandbox = Sandbox(handle, conn)
+            conn.on_hangup = lambda: self._hung_up(sandbox)
             self._all.add(sandbox)
         except BaseException:
             await handle.destroy()
@@ -195,6 +262,7 @@ class SandboxPool:
 
     async def _destroy(self, sandbox: Sandbox) -> None:
         self._all.discard(sandbox)
+        self._idle_now.discard(sandbox)
         sandbox.conn.close()
         try:
             await sandbox.handle.destroy()
@@ -210,12 +278,15 @@ class SandboxPool:
         return {
             "backend": self.backend.name,
             "size": self.size,
-            "idle": self._idle.qsize(),
+            "idle": sum(not sb.broken for sb in self._idle_now),
             "busy": self.stats.busy,
+            "healthy": self.healthy,
             "warm": self.warm,
             "started": self.stats.started,
             "replaced": self.stats.replaced,
             "start_failures": self.stats.start_failures,
             "jobs": self.stats.jobs,
             "sandbox_errors": self.stats.sandbox_errors,
+            "health_checks": self.stats.health_checks,
+            "unhealthy": self.stats.unhealthy,
         }

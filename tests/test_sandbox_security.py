@@ -27,6 +27,8 @@ import pytest
 
 from sandboxes import Job, Limits, Result, SandboxPool, SandboxSpec, Status
 
+from .pool_helpers import settle
+
 # Set at import, i.e. at collection, before the session pools start: no sandbox may ever see it.
 HOST_SECRET = "RBSECRET" + secrets.token_hex(16)
 os.environ["REWARDBOX_TEST_SECRET"] = HOST_SECRET
@@ -146,14 +148,6 @@ async def assert_nothing_left(pool: SandboxPool, attacked: str | None, delay_s: 
             assert report[fs]["used_blocks"] <= 64, f"{where}: {fs} still holds data: {report[fs]}"
             assert report[fs]["used_inodes"] <= 8, f"{where}: {fs} still holds inodes: {report[fs]}"
     await settle(pool)  # every sandbox back in the pool: none was lost
-
-
-async def settle(pool: SandboxPool, timeout_s: float = 30.0) -> None:
-    """Wait until every sandbox is idle (clean-up of the previous test done), so concurrent jobs spread out."""
-    deadline = time.monotonic() + timeout_s
-    while pool.snapshot()["idle"] < pool.size:
-        assert time.monotonic() < deadline, f"pool never settled: {pool.snapshot()}"
-        await asyncio.sleep(0.02)
 
 
 # ------------------------------------------------------------------------------------------------- resource bombs
@@ -816,6 +810,8 @@ def grab(path):
 
 pids = [p for p in os.listdir("/proc") if p.isdigit()]
 for pid in pids:
+    if int(pid) == os.getpid():  # its own pipes it may reopen (reading its stdout back would only block itself)
+        continue
     for what in ("cmdline", "environ", "fd", "cwd", "root", "maps", "status"):
         grab(f"/proc/{pid}/{what}")
     try:
@@ -1321,6 +1317,7 @@ async def test_a_warm_sandbox_keeps_no_state_between_jobs(pool: SandboxPool) -> 
     assert_in_time(elapsed, job)
     seen = set()
     for i in range(pool.size * 2 + 2):
+        await settle(pool)  # every sandbox idle again: serial jobs visit them in turn
         r = await pool.run(run_job(LOOK_FOR_STATE))
         assert r.status == Status.OK, r
         assert json.loads(r.stdout) == [], f"follow-up {i} in {r.sandbox_id} found state: {r.stdout}"

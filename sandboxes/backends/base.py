@@ -44,14 +44,52 @@ class Backend(Protocol):
 
 
 SOCKETS_ROOT = Path(tempfile.gettempdir()) / "rewardbox-sockets"
+STAGED_RUNNERS = Path(tempfile.gettempdir()) / "rewardbox-runner"
+OWNER_FILE = "owner"
+_own_roots: dict[int, Path] = {}  # per process id: a forked child gets a folder of its own
+
+# What a sandbox can learn about the host from its mount table is the host-side path of each bind mount. So those
+# paths carry no facts: socket folders have random names (the owner's pid is in a file inside, which no job can
+# read), and the in-sandbox code is bound from a copy named by its content, not from the checkout.
 
 
 def socket_root() -> Path:
-    """This process's directory of sandbox socket dirs (root-only): /tmp/rewardbox-sockets/<pid>."""
-    SOCKETS_ROOT.mkdir(mode=0o700, exist_ok=True)
-    own = SOCKETS_ROOT / str(os.getpid())
-    own.mkdir(mode=0o700, exist_ok=True)
+    """This process's directory of sandbox socket dirs (root-only): /tmp/rewardbox-sockets/<random>, holding an
+    `owner` file with owner_tag() (for remove_stale_socket_dirs)."""
+    own = _own_roots.get(os.getpid())
+    if own is None or not own.is_dir():
+        SOCKETS_ROOT.mkdir(mode=0o700, exist_ok=True)
+        own = Path(tempfile.mkdtemp(prefix="o-", dir=SOCKETS_ROOT))
+        (own / OWNER_FILE).write_text(owner_tag())
+        _own_roots[os.getpid()] = own
     return own
+
+
+def new_socket_dir() -> str:
+    """A fresh private folder for one sandbox's socket, in socket_root()."""
+    for _ in range(3):
+        try:
+            return tempfile.mkdtemp(prefix="sbx-", dir=socket_root())
+        except FileNotFoundError:  # release_socket_root() of a pool closing in this process took it just now
+            _own_roots.pop(os.getpid(), None)
+    return tempfile.mkdtemp(prefix="sbx-", dir=socket_root())
+
+
+def release_socket_root() -> None:
+    """Remove this process's socket folder once no sandbox uses it (a clean stop leaves nothing behind)."""
+    own = _own_roots.get(os.getpid())
+    if own is None:
+        return
+    try:
+        if {p.name for p in own.iterdir()} <= {OWNER_FILE}:
+            (own / OWNER_FILE).unlink(missing_ok=True)
+            try:
+                own.rmdir()
+                _own_roots.pop(os.getpid(), None)
+            except OSError:  # another pool of this process started a sandbox meanwhile: the folder stays
+                (own / OWNER_FILE).write_text(owner_tag())
+    except OSError:
+        pass
 
 
 def remove_stale_socket_dirs() -> int:
@@ -59,11 +97,46 @@ def remove_stale_socket_dirs() -> int:
     removed = 0
     if SOCKETS_ROOT.is_dir():
         for entry in SOCKETS_ROOT.iterdir():
-            if not entry.name.isdigit() or owner_alive(f"{os.uname().nodename}:{entry.name}"):
+            if entry.name.isdigit():  # the layout of earlier versions: named after the owner's pid
+                tag = f"{os.uname().nodename}:{entry.name}"
+            else:
+                try:
+                    tag = (entry / OWNER_FILE).read_text()
+                except OSError:
+                    continue  # being created right now, or not ours
+            if owner_alive(tag):
                 continue
             shutil.rmtree(entry, ignore_errors=True)
             removed += 1
     return removed
+
+
+def staged_runner_dir() -> str:
+    """The in-sandbox code, copied to /tmp/rewardbox-runner/<content hash> (made once, atomically): what the
+    backends bind at /opt/rewardbox, so that no sandbox sees where the checkout lives."""
+    import hashlib
+
+    files = sorted(p for p in RUNNER_DIR.iterdir() if p.is_file() and not p.name.startswith("."))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    target = STAGED_RUNNERS / digest.hexdigest()[:16]
+    if target.is_dir() and all((target / p.name).is_file() for p in files):
+        return str(target)
+    STAGED_RUNNERS.mkdir(mode=0o700, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".stage-", dir=STAGED_RUNNERS))
+    try:
+        for path in files:
+            shutil.copyfile(path, work / path.name)
+            (work / path.name).chmod(0o644)
+        work.chmod(0o755)  # jobs read it (compile.py, candidate_host.js run as the job's uid)
+        try:
+            work.rename(target)
+        except OSError:  # another process staged the same content first
+            pass
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return str(target)
 
 
 # Job processes are forked from the runner's interpreter, so its hash seed is theirs: fixed, so that set and dict

@@ -15,12 +15,11 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import uuid
 from pathlib import Path
 
 from ..image import image_tag, rootfs_dir, rootfs_ready
-from .base import RUNNER_DIR, RUNNER_ENV, SandboxSpec, remove_stale_socket_dirs, runner_command, socket_root
+from .base import RUNNER_ENV, SandboxSpec, new_socket_dir, remove_stale_socket_dirs, runner_command, staged_runner_dir
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
 OOM_FILE = "/run/rewardbox/oom_control"  # inside the sandbox
@@ -158,11 +157,13 @@ class BubblewrapBackend:
             "--dev", "/dev",
             "--bind", os.path.join(sock_dir + "-fs", "tmp"), "/tmp",
             "--bind", os.path.join(sock_dir + "-fs", "scratch"), "/scratch",
-            "--ro-bind", str(RUNNER_DIR), "/opt/rewardbox",
+            "--ro-bind", staged_runner_dir(), "/opt/rewardbox",
             "--bind", sock_dir, "/run/rewardbox", *oom,
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
             "--hostname", "sandbox",
-            "--die-with-parent", "--new-session",
+            # The runner is the sandbox's pid 1 (no bwrap monitor there, whose command line names host paths): when
+            # it exits, every process of the sandbox goes with it.
+            "--as-pid-1", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL",
             *[arg for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN") for arg in ("--cap-add", cap)],
             "--clearenv", *[arg for name, value in RUNNER_ENV.items() for arg in ("--setenv", name, value)],
@@ -171,7 +172,7 @@ class BubblewrapBackend:
         ]
 
     async def start(self, uid_base: int, spec: SandboxSpec) -> BubblewrapSandbox:
-        sock_dir = tempfile.mkdtemp(prefix="sbx-", dir=socket_root())
+        sock_dir = new_socket_dir()
         cgroup = Cgroup(f"sbx-{uuid.uuid4().hex[:12]}", spec)
         mounts = []
         for name, mode in (("tmp", "1777"), ("scratch", "0755")):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import tempfile
 import time
 import uuid
 
@@ -15,14 +14,14 @@ from docker.errors import NotFound
 from ..image import image_name
 from .base import (
     LABEL,
-    RUNNER_DIR,
     RUNNER_ENV,
     SandboxSpec,
+    new_socket_dir,
     owner_alive,
     owner_tag,
     remove_stale_socket_dirs,
     runner_command,
-    socket_root,
+    staged_runner_dir,
 )
 
 # The runner needs exactly these: switch to the job uids, kill their leftovers, give them their scratch dir.
@@ -85,7 +84,8 @@ class DockerBackend:
             raise RuntimeError(f"sandbox image {self.image} not found: run `make image`") from None
 
     async def start(self, uid_base: int, spec: SandboxSpec) -> DockerSandbox:
-        sock_dir = tempfile.mkdtemp(prefix="sbx-", dir=socket_root())
+        sock_dir = new_socket_dir()
+        runner_dir = staged_runner_dir()
         tmpfs_opts = f"rw,nosuid,nodev,noexec,size={spec.tmpfs_mb}m,nr_inodes={spec.tmpfs_inodes}"
 
         def run() -> str:
@@ -110,11 +110,15 @@ class DockerBackend:
                 cap_add=RUNNER_CAPS,
                 security_opt=["no-new-privileges"],
                 log_config={"type": "none"},  # a job printing forever must not fill the host disk
-                volumes={str(RUNNER_DIR): {"bind": "/opt/rewardbox", "mode": "ro"},
+                volumes={runner_dir: {"bind": "/opt/rewardbox", "mode": "ro"},
                          sock_dir: {"bind": "/run/rewardbox", "mode": "rw"}},
                 environment=RUNNER_ENV,
                 user="0:0",
                 hostname="sandbox",
+                # Nothing of the host's: no name server or search domain of its resolv.conf, no cgroup path.
+                dns=["127.0.0.1"],
+                dns_search=["."],
+                cgroupns="private",
                 working_dir="/",
                 ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0)],
             )

@@ -72,6 +72,15 @@ finalize() {
     chmod 0755 "$root/opt/rewardbox" "$root/scratch" "$root/run/rewardbox"
 }
 
+# mmdebstrap copies the build host's /etc/hostname and /etc/resolv.conf into the tarball: the sandbox must not
+# carry them (the bubblewrap backend uses this root as is; Docker mounts its own over them at run time).
+host_free_etc() {
+    local root="${1%/}"
+    printf 'sandbox\n' >"$root/etc/hostname"
+    printf '127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
+    printf '# the sandbox has no network\nnameserver 127.0.0.1\n' >"$root/etc/resolv.conf"
+}
+
 # --- mmdebstrap customize hook ---------------------------------------------------------------------------
 customize() {
     local root="$1"
@@ -188,6 +197,7 @@ build_rootfs() {
     rm -f "$work/rootfs.tar"
     # mmdebstrap empties /run during its cleanup, after the hook ran.
     mkdir -p "$work/rootfs/run/rewardbox"
+    host_free_etc "$work/rootfs"
     [ -z "$(find "$work/rootfs" -xdev -perm /6000 -type f)" ] || die "setuid/setgid files left in rootfs"
 
     rm -rf --one-file-system "$dest.ready" "$dest"

@@ -103,8 +103,12 @@ class NodeLinter:
         wall_ms = (time.monotonic() - started) * 1000.0
         if not isinstance(reply, dict) or "error" in reply:
             self.stop()
-            error = reply.get("error") if isinstance(reply, dict) else "eslint did not answer in time"
-            return {"status": "timeout" if reply is None else "runtime_error", "error": str(error)[:2000],
-                    "wall_ms": wall_ms, "stdout": "", "stderr": ""}
+            if reply is None:
+                return {"status": "timeout", "error": "eslint did not answer in time", "wall_ms": wall_ms,
+                        "stdout": "", "stderr": ""}
+            # eslint's message is its stack trace (our paths): the first line for the result, the rest for the log
+            error = str(reply.get("error") if isinstance(reply, dict) else "eslint sent no report")
+            return {"status": "runtime_error", "error": error.splitlines()[0][:300] if error else "eslint failed",
+                    "trace": error[:2000], "wall_ms": wall_ms, "stdout": "", "stderr": ""}
         return {"status": "ok", "exit_code": 0, "wall_ms": wall_ms, "cpu_ms": 0.0, "peak_memory_kb": 0,
                 "stdout": json.dumps(reply), "stderr": ""}

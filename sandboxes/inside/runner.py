@@ -5,20 +5,35 @@ record that the job cannot forge: exit status, CPU time and peak memory come fro
 read from pipes with byte caps, and the wall limit is enforced from outside with SIGKILL.
 
 Processes (all inside the sandbox):
-- runner (this file): trusted; never runs untrusted code; holds test specs.
-- zygote: forked at start-up, before any job data exists in memory, so that the untrusted children it forks
-  per job inherit nothing secret (no earlier job's tests or expected answers). Children drop to the candidate
-  uid, take rlimits and the seccomp filter, then run the program.
-- lint zygote: the same, with the linter imported once (warm) for quality jobs.
-- judge: forked from the runner per "judge" job under its own uid; it runs the tests and calls the candidate
-  through a plain-data channel. The candidate (another uid) can neither signal, ptrace nor open its pipes.
-After every job a cleaner running as each job uid kills every process of that uid and wipes its files.
+- runner (this file): trusted; never runs untrusted code; holds test specs. It is the sandbox's first process:
+  when it exits, the kernel ends every other one.
+- zygotes: forked at start-up, before any job data exists in memory, and they never receive any: a spawn request
+  carries only descriptors and non-secret parameters (uid, working directory, limits). The job's own data
+  (program, files, environment, test spec) travels in a memfd that only the forked child reads, after the fork.
+  So no job process inherits another job's data, not even as freed heap. Children set their OOM score to the
+  maximum, drop to the job uid, take rlimits, the seccomp filter and a Landlock domain, then run the program.
+  * zygote: run jobs and the candidate module of judge jobs;
+  * lint zygote: the same, with the linter imported once (warm) for quality jobs;
+  * judge zygote: the judge process of judge jobs, under its own uid; it runs the tests and calls the candidate
+    through a plain-data channel. The candidate (another uid) can neither signal, ptrace nor open its pipes.
+- owner watchdog: holds the host's connection and ends the runner when the host hangs up (its owner died), so
+  that no sandbox outlives the process that started it.
+After every job a cleaner running as each job uid kills every process of that uid and wipes its files (cleaners
+and file readers are forked from the runner, but run only this file's code and are not dumpable: no job process
+can read their memory).
+
+Protocol with a zygote: {"id", "role", "uid", "cwd", "limits"} plus descriptors -> {"id", "pid"} (or
+{"id", "pid", "spawn_error"}), then {"id", "pid", "status", "cpu_ms", "maxrss_kb"} when the process exits. A reply
+whose id is not the job's, or a zygote that is gone, is a fault of the sandbox (SandboxFault): the job ends as
+sandbox_error, the runner says it is not ready and exits, and the host replaces the sandbox. A failure while
+starting a job (input that cannot be encoded, a file that cannot be written) ends that job alone.
 """
 
 from __future__ import annotations
 
 import ctypes
 import fcntl
+import marshal
 import os
 import resource
 import select
@@ -33,6 +48,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
+import landlock  # noqa: E402
 import usage  # noqa: E402
 import wire  # noqa: E402
 
@@ -52,6 +68,8 @@ DEFAULT_LIMITS = {
 MEMORY_MARKERS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory", b"out of memory")
 JUDGE_MEMORY_MB = 2048
 SPAWN_FAILED = 125
+ACCEPT_TIMEOUT_S = 15.0  # the host connects within milliseconds of the socket appearing
+JOB_OOM_ADJ = 1000  # job processes; the runner, zygotes, judge and linter keep the sandbox's own (lowest) score
 
 
 # ---------------------------------------------------------------------------------------------- job processes
@@ -60,8 +78,9 @@ SPAWN_FAILED = 125
 def enter_job(uid: int, limits: dict, cwd: str, oom_adj: int | None = None) -> None:
     """In a freshly forked child: become an unprivileged job process. Irreversible.
 
-    oom_score_adj and signal dispositions are inherited from the zygote, which set them once at start-up
-    (job processes are the OOM killer's first choice); the judge passes its own oom_adj."""
+    oom_adj: job processes pass JOB_OOM_ADJ, the kernel's first choice when the sandbox runs out of memory (raised
+    while still root; the Landlock domain keeps them from lowering it again). The judge and the linter keep the
+    machinery's score. Signal dispositions are inherited from the zygote, which reset them once at start-up."""
     os.setsid()
     if oom_adj is not None:
         _set_oom_adj(oom_adj)
@@ -86,12 +105,17 @@ def enter_job(uid: int, limits: dict, cwd: str, oom_adj: int | None = None) -> N
     os.umask(0o077)
     import seccomp
 
-    seccomp.install()
+    seccomp.install()  # also sets no_new_privs, which Landlock needs
+    landlock.restrict(WRITABLE_ROOTS)
 
 
 def _set_oom_adj(value: int) -> None:
-    with open("/proc/self/oom_score_adj", "w") as f:
-        f.write(str(value))
+    # os-level calls: in every job process, Python's text I/O stack would cost ~0.4 ms of the job's CPU time
+    fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, str(value).encode())
+    finally:
+        os.close(fd)
 
 
 def _default_signals() -> None:
@@ -118,7 +142,11 @@ def run_program(program: dict, env: dict) -> None:
     """Run the job's program in this (already unprivileged) process. Never returns."""
     if "argv" in program:
         argv = [str(a) for a in program["argv"]]
-        os.execve(argv[0] if argv[0].startswith("/") else _which(argv[0], env), argv, env)
+        try:
+            os.execve(argv[0] if argv[0].startswith("/") else _which(argv[0], env), argv, env)
+        except (OSError, ValueError, UnicodeError) as e:
+            reason = getattr(e, "strerror", None) or type(e).__name__
+            raise SpawnError(f"could not execute {argv[0][:200]!r}: {reason}") from None
     os.environ.update(env)  # the zygote cleared its environment once
     if program.get("host"):
         import candidate_host
@@ -166,8 +194,8 @@ def _run_python_main(code: str, filename: str) -> None:
         exec(compile(code, main.__file__, "exec"), main.__dict__)
     except SystemExit as e:
         code_status = _exit_code(e)
-    except BaseException:
-        traceback.print_exc()
+    except BaseException as e:  # noqa: BLE001 - as the interpreter prints it: from the program's first frame on
+        traceback.print_exception(type(e), e, e.__traceback__.tb_next if e.__traceback__ else None)
         code_status = 1
     try:
         threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads, as the interpreter does
@@ -193,63 +221,73 @@ def _exit_code(e: SystemExit) -> int:
 # ---------------------------------------------------------------------------------------------- zygote
 
 
+def write_payload(obj: object) -> int:
+    """A job's own data in an anonymous file, for the forked child to read (the zygote only passes it on).
+
+    marshal, not JSON: the child decodes it in memory it shares with the zygote until written, and marshal's
+    decoder touches a fraction of the pages (a job's CPU time grew by ~0.15 ms with JSON). Written and read by the
+    same interpreter, from plain data the runner decoded from JSON itself."""
+    fd = os.memfd_create("rewardbox-job", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(marshal.dumps(obj))
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_payload(fd: int) -> dict:
+    size = os.fstat(fd).st_size
+    chunks, offset = [], 0
+    while offset < size:
+        chunk = os.pread(fd, min(size - offset, 1 << 24), offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return marshal.loads(b"".join(chunks))
+
+
+class SpawnError(Exception):
+    """Setting up one job failed in its own process; the job ends, the sandbox goes on. str() is safe to show."""
+
+
 def zygote_main(ctl: socket.socket) -> None:
-    """Fork one job process per request; report its pid, then its exit status and rusage."""
+    """Fork one process per request; report its pid, then its exit status and rusage (see the module docstring)."""
     import atexit  # noqa: F401 - imported once here so that job processes start warm
     import gc
     import threading  # noqa: F401
 
     import candidate_host  # noqa: F401
+    import judge  # noqa: F401
     import seccomp
 
     seccomp.prepare()
-    _set_oom_adj(1000)  # inherited by every job process: the OOM killer takes a job before anything else
+    landlock.prepare(WRITABLE_ROOTS)
     _default_signals()
     os.environ.clear()
     gc.freeze()  # keep the collector off the inherited heap, so forked children copy fewer pages
     while True:
         try:
             req, fds = wire.recv_with_fds(ctl)
-        except (wire.ChannelClosed, OSError):
+        except (wire.ChannelClosed, OSError, ValueError):
             os._exit(0)
         if req.get("warm") == "lint":
             import lint
 
             lint.warm_up()
-            wire.send(ctl, {"warm": True})
+            wire.send(ctl, {"id": req.get("id"), "warm": True})
             continue
+        if req.get("role") == "job":
+            _own_standard_streams(fds[:3], req["uid"])  # here, not in the child: its CPU time is the job's
         err_r, err_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            try:
-                os.close(err_r)
-                ctl.close()
-                place_fds(fds + [err_w])
-                err_fd = len(fds)
-                fcntl.fcntl(err_fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
-                cwd = req["cwd"]
-                enter_job(req["uid"], req["limits"], cwd)
-                env = job_env(req.get("env"), cwd)
-                for rel, content in (req.get("files") or {}).items():
-                    path = os.path.join(cwd, rel)
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
-                    if isinstance(content, dict):  # {"b64": ...}: binary content
-                        import base64
-
-                        with open(path, "wb") as f:
-                            f.write(base64.b64decode(content["b64"]))
-                    else:
-                        with open(path, "w") as f:
-                            f.write(content)
-                if "argv" not in req["program"]:
-                    os.close(err_fd)  # python jobs: set-up done; exec'd jobs close it through CLOEXEC
-                run_program(req["program"], env)
-            except BaseException as e:  # noqa: BLE001 - report any set-up failure, then die
-                try:
-                    os.write(err_fd, f"{type(e).__name__}: {e}".encode()[:2000])
-                except OSError:  # set-up was done: a failure of our in-sandbox program (lint, host)
-                    os.write(2, traceback.format_exc().encode()[-3000:])
-                os._exit(SPAWN_FAILED)
+            os.close(err_r)
+            ctl.close()
+            _zygote_child(req, fds, err_w)
         os.close(err_w)
         for fd in fds:
             os.close(fd)
@@ -259,15 +297,133 @@ def zygote_main(ctl: socket.socket) -> None:
         os.close(err_r)
         if error:
             os.waitpid(pid, 0)
-            wire.send(ctl, {"pid": pid, "spawn_error": error.decode(errors="replace")})
+            wire.send(ctl, {"id": req["id"], "pid": pid, "spawn_error": error.decode(errors="replace")})
             continue
-        wire.send(ctl, {"pid": pid})
+        wire.send(ctl, {"id": req["id"], "pid": pid})
         _, status, ru = os.wait4(pid, 0)
-        wire.send(ctl, {"pid": pid, "status": status, "cpu_ms": (ru.ru_utime + ru.ru_stime) * 1000.0,
-                        "maxrss_kb": ru.ru_maxrss})
+        wire.send(ctl, {"id": req["id"], "pid": pid, "status": status,
+                        "cpu_ms": (ru.ru_utime + ru.ru_stime) * 1000.0, "maxrss_kb": ru.ru_maxrss})
+
+
+def _zygote_child(req: dict, fds: list[int], err_w: int) -> None:
+    """In the forked child: descriptors in place (the payload memfd last), read this job's own data, set up, run.
+    A set-up failure is reported on the error pipe as one short line (no traceback, no path of ours)."""
+    err_fd = err_w
+    try:
+        ruleset = landlock.prepare(WRITABLE_ROOTS)
+        place_fds(fds + [err_w] + ([ruleset] if ruleset is not None else []))
+        err_fd, payload_fd = len(fds), len(fds) - 1
+        fcntl.fcntl(err_fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
+        if ruleset is not None:
+            landlock.adopt(err_fd + 1)
+        payload = read_payload(payload_fd)
+        os.close(payload_fd)
+        if req.get("role") == "judge":
+            _judge_child(req, payload, err_fd)
+        cwd = req["cwd"]
+        enter_job(req["uid"], req["limits"], cwd, oom_adj=JOB_OOM_ADJ)
+        env = job_env(payload.get("env"), cwd)
+        write_job_files(cwd, payload.get("files") or {})
+        program = payload["program"]
+        if "argv" not in program:
+            os.close(err_fd)  # python jobs: set-up done; exec'd jobs close it through CLOEXEC
+        run_program(program, env)
+    except BaseException as e:  # noqa: BLE001 - report any set-up failure, then die
+        message = str(e) if isinstance(e, SpawnError) else _setup_failure(e)
+        try:
+            os.write(err_fd, message.encode(errors="replace")[:2000])
+        except OSError:  # set-up was done: a failure of our in-sandbox program (lint, candidate host)
+            os.write(2, f"internal error: {type(e).__name__}: {e}\n".encode(errors="replace")[-2000:])
+    os._exit(SPAWN_FAILED)
+
+
+def _own_standard_streams(fds: list[int], uid: int) -> None:
+    """Give the job the pipes of its stdin, stdout and stderr (root made them, mode 0600), so that a program may
+    reopen them as /dev/stdout or /proc/self/fd/1 like anywhere else. Pipes only: never a device node."""
+    for fd in fds:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.fchown(fd, uid, uid)
+
+
+def _setup_failure(e: BaseException) -> str:
+    detail = f": {e.strerror}" if isinstance(e, OSError) and e.strerror else ""
+    return f"job set-up failed: {type(e).__name__}{detail}"
+
+
+def write_job_files(cwd: str, files: dict) -> None:
+    """The job's files, written as the job's uid; a name or content that cannot be written ends the job."""
+    for rel, content in files.items():
+        try:
+            path = os.path.join(cwd, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if isinstance(content, dict):  # {"b64": ...}: binary content
+                import base64
+
+                data = base64.b64decode(content["b64"])
+            else:
+                data = str(content).encode()
+            with open(path, "wb") as f:
+                f.write(data)
+        except (OSError, ValueError, TypeError, KeyError, UnicodeError) as e:
+            reason = getattr(e, "strerror", None) or type(e).__name__
+            raise SpawnError(f"could not write the job's file {rel[:200]!r}: {reason}") from None
+
+
+def _judge_child(req: dict, payload: dict, err_fd: int) -> None:
+    """Judge process (judge zygote's child; fds 3, 4, 5: verdict socket, to and from the candidate): drop to the
+    judge uid and run the tests. Never returns."""
+    cwd = req["cwd"]
+    enter_job(req["uid"], req["limits"], cwd)  # a failure here is a spawn error, reported by the caller
+    os.environ.update(job_env(None, cwd))
+    os.close(err_fd)
+    try:
+        import judge
+
+        judge.main(payload["spec"], socket.socket(fileno=3), 4, 5, payload["cand_pid"], payload["case_timeout"])
+    except BaseException:  # noqa: BLE001
+        try:
+            wire.send(socket.socket(fileno=3), {"event": "done", "error": "the judge failed",
+                                                "trace": traceback.format_exc()[-3000:]})
+        except BaseException:  # noqa: BLE001
+            pass
+    os._exit(0)
 
 
 # ---------------------------------------------------------------------------------------------- runner
+
+
+class SandboxFault(Exception):
+    """The machinery failed (a zygote is gone, a reply does not belong to the job): this sandbox cannot be trusted
+    with another job. str() is safe to show; the traceback goes to the host's log only."""
+
+
+class Zygote:
+    """The runner's end of one zygote: its channel and pid, and the id of every spawn request."""
+
+    def __init__(self, name: str, sock: socket.socket, pid: int) -> None:
+        self.name, self.sock, self.pid = name, sock, pid
+        self.next_id = 0
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, req: dict, fds: list[int] = ()) -> int:
+        self.next_id += 1
+        try:
+            wire.send(self.sock, {**req, "id": self.next_id}, list(fds))
+        except OSError:
+            raise SandboxFault(f"the {self.name} is gone") from None
+        return self.next_id
+
+    def reply(self, job_id: int) -> dict:
+        """The next frame, which must be about job_id: anything else means the channel is out of step."""
+        try:
+            msg = wire.recv(self.sock)
+        except (wire.ChannelClosed, OSError, ValueError):
+            raise SandboxFault(f"the {self.name} is gone") from None
+        if not isinstance(msg, dict) or msg.get("id") != job_id:
+            raise SandboxFault(f"the {self.name} answered out of step")
+        return msg
 
 
 class Runner:
@@ -296,10 +452,13 @@ class Runner:
 
         self.node_linter = node_lint.NodeLinter(uid_base + 3, os.path.join(SCRATCH, "l"), enter_job, place_fds,
                                                 job_env, self._fork, self._wait_child)
-        self.zygote = self._start_zygote()
-        self.lint_zygote = self._start_zygote()
+        self._started_zygotes: list[Zygote] = []
+        self.zygote = self._start_zygote("zygote")
+        self.lint_zygote = self._start_zygote("lint zygote")
+        self.judge_zygote = self._start_zygote("judge zygote")
+        self.zygotes = (self.zygote, self.lint_zygote, self.judge_zygote)
         # The lint zygote imports and exercises pylint now (~1 s), while the runner finishes starting up.
-        wire.send(self.lint_zygote, {"warm": "lint"})
+        self.lint_warm_id = self.lint_zygote.send({"warm": "lint"})
         self.lint_warm = False
 
     # -- process bookkeeping
@@ -310,14 +469,58 @@ class Runner:
             self.children[pid] = None
         return pid
 
-    def _start_zygote(self) -> socket.socket:
+    def _start_zygote(self, name: str) -> Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        if self._fork() == 0:
-            ours.close()
+        pid = self._fork()
+        if pid == 0:
+            for fd in (ours, *(z.sock for z in self._started_zygotes)):
+                fd.close()  # the runner's ends, ours and the earlier zygotes'
             zygote_main(theirs)
             os._exit(0)
         theirs.close()
-        return ours
+        self._started_zygotes.append(Zygote(name, ours, pid))
+        return self._started_zygotes[-1]
+
+    def broken_zygote(self) -> str | None:
+        """What is wrong when a zygote has exited (killed, crashed): then no job can run here."""
+        self.reap()
+        for z in self.zygotes:
+            if self.children.get(z.pid) is not None or z.pid not in self.children:
+                return f"the {z.name} ended"
+        return None
+
+    def wait_for_request(self, conn: socket.socket) -> str | None:
+        """Block until the host sends something; returns what broke instead if a zygote's channel stirs first
+        (an idle zygote says nothing: it has ended)."""
+        r, _, _ = select.select([conn, *(z.sock for z in self.zygotes)], [], [])
+        if any(z.sock in r for z in self.zygotes):
+            return self.broken_zygote() or "a zygote spoke out of turn"
+        return None
+
+    def watch_owner(self, conn: socket.socket) -> None:
+        """Fork the owner watchdog: it holds the host's connection and, when the host hangs up or dies, ends the
+        runner (and so the whole sandbox), also in the middle of a job."""
+        runner_pid = os.getpid()
+        if self._fork() == 0:
+            try:
+                keep = conn.fileno()
+                os.closerange(3, keep)
+                os.closerange(keep + 1, 65536)
+                poller = select.poll()
+                poller.register(keep, select.POLLRDHUP)
+                while not any(ev & (select.POLLRDHUP | select.POLLHUP | select.POLLERR) for _, ev in poller.poll()):
+                    pass
+                os.kill(runner_pid, signal.SIGTERM)
+            finally:
+                os._exit(0)
+
+    def fault_result(self, fault: str, oom_before: int) -> dict:
+        """The result of a job during which the machinery failed. When the kernel's OOM killer struck meanwhile,
+        the job exhausted the sandbox's memory (only it and the machinery ran): that is the job's failure."""
+        trace = traceback.format_exc()[-3000:]
+        if self._oom_kills() > oom_before:
+            return {"status": "memory_limit", "error": "the job exhausted the sandbox's memory", "trace": trace}
+        return {"status": "sandbox_error", "error": fault, "trace": trace}
 
     def reap(self) -> None:
         """Collect every exited child, including orphans we inherit as sub-reaper (daemons of jobs)."""
@@ -379,11 +582,21 @@ class Runner:
 
     # -- zygote calls
 
-    def spawn(self, zygote: socket.socket, req: dict, fds: list[int]) -> dict:
-        wire.send(zygote, req, fds)
-        for fd in fds:
-            os.close(fd)
-        return wire.recv(zygote)
+    def spawn(self, zygote: Zygote, req: dict, fds: list[int]) -> tuple[int, dict]:
+        """Ask a zygote for a process; returns (job id, its first reply). The fds are closed here either way."""
+        try:
+            job_id = zygote.send(req, fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return job_id, zygote.reply(job_id)
+
+    def wait_exit(self, zygote: Zygote, job_id: int, timeout: float) -> dict:
+        """The zygote's exit report for job_id (its process was killed or is about to end)."""
+        r, _, _ = select.select([zygote.sock], [], [], timeout)
+        if not r:
+            raise SandboxFault(f"a process of the {zygote.name} did not end after SIGKILL")
+        return zygote.reply(job_id)
 
     # -- jobs
 
@@ -393,9 +606,11 @@ class Runner:
             return {"ok": True, "version": VERSION, "pid": os.getpid(), "jobs_done": self.jobs_done}
         if op == "warm_lint":
             if not self.lint_warm:
-                wire.recv(self.lint_zygote)  # the reply to the warm-up request sent at start-up
+                self.lint_zygote.reply(self.lint_warm_id)  # the reply to the warm-up request sent at start-up
                 self.lint_warm = True
             return {"ok": True}
+        if op == "health":
+            return self.health_check()
         job = msg.get("job") or {}
         limits = {**DEFAULT_LIMITS, **(job.get("limits") or {})}
         self.jobs_done += 1
@@ -434,7 +649,23 @@ class Runner:
             pass
         return 0
 
-    def run_job(self, job: dict, limits: dict, zygote: socket.socket) -> dict:
+    def health_check(self) -> dict:
+        """Fork a real job through every zygote and check its answer: what the host asks after a sandbox_error."""
+        nonce = os.urandom(8).hex()
+        limits = {**DEFAULT_LIMITS, "wall_s": 10.0, "total_s": 10.0}
+        for zygote in (self.zygote, self.lint_zygote):
+            res = self.run_job({"program": {"code": f"print({nonce!r})"}}, limits, zygote)
+            if res.get("status") != "ok" or res.get("stdout") != nonce + "\n":
+                return {"ok": False, "error": f"a job of the {zygote.name} failed: {res.get('status')}"}
+        spec = {"kind": "function", "entry_point": "f", "cases": [{"args": [], "expected": nonce}]}
+        res = self.judge_job({"candidate": {"code": f"def f():\n    return {nonce!r}\n", "module": "solution"},
+                              "judge": spec}, limits)
+        passed = [e.get("passed") for e in res.get("events", []) if e.get("event") == "case"]
+        if res.get("status") != "ok" or passed != [True]:
+            return {"ok": False, "error": f"a judge job failed: {res.get('status')}"}
+        return {"ok": True}
+
+    def run_job(self, job: dict, limits: dict, zygote: Zygote) -> dict:
         """Run one program to completion under limits."""
         proc = Proc(self, zygote, self.cand_uid, self.dirs[self.cand_uid], limits)
         proc.start(job["program"], job.get("stdin") or "", job.get("files"), job.get("env"))
@@ -485,9 +716,7 @@ class Runner:
         marks = {"candidate_spawned_ms": (time.monotonic() - started) * 1000}
         if job["judge"].get("kind") == "pytest":  # the only judge that writes files (its test module, tmp)
             self.used_uids.add(self.judge_uid)
-        judge_pid = self._fork()
-        if judge_pid == 0:
-            _judge_child(self, job, limits, theirs, [to_cand, from_cand], cand.pid)
+        judge = self.start_judge(job, limits, theirs, [to_cand, from_cand], cand.pid)
         theirs.close()
         os.close(to_cand)
         os.close(from_cand)
@@ -530,10 +759,7 @@ class Runner:
                 break
         cand.finish_current("ok")
         # A judge that closed its socket is exiting on its own: its own exit status says how, not our kill.
-        status = self._wait_child(judge_pid, 1.0) if judge_error and judge_error != "timeout" else None
-        if status is None:
-            _kill_quietly(judge_pid)
-            status = self._wait_child(judge_pid, 2.0)
+        status = self.end_judge(*judge, exiting=bool(judge_error and judge_error != "timeout"))
         if _pids_of_uid(self.judge_uid):  # the judge left processes: the full clean-up, as for any job uid
             self.used_uids.add(self.judge_uid)
         ours.close()
@@ -554,43 +780,47 @@ class Runner:
                 res["status"], res["error"] = str(done["candidate_fault"]), str(done.get("error"))[:2000]
             elif done.get("error"):
                 res["status"] = "sandbox_error"
-                res["error"] = "judge failed: " + str(done["error"])[:2000]
+                res["error"] = str(done["error"])[:300]
+                res["trace"] = str(done.get("trace") or "")[-3000:]
         return res
 
     def _judge_death(self, why: str, status: int | None, oom_before: int) -> tuple[str, str]:
         """Why the judge ended without a verdict. Its channel faults are its own to handle (judge.py: SIGPIPE
         ignored, any bytes decoded safely), so the one thing the candidate can still do to it is exhaust the
-        sandbox's memory: the OOM killer takes candidate processes first (oom_score_adj 1000 against 500), then
-        the judge. A judge SIGKILLed while the sandbox's OOM counter moved (or, without a counter to read, SIGKILLed
-        at all: nothing else sends it) is the program's memory_limit; any other end (a crash, an exit without a
-        verdict) is a fault of ours."""
+        sandbox's memory: the OOM killer takes candidate processes first (oom_score_adj 1000 against the
+        machinery's own), then the judge. A judge SIGKILLed while the sandbox's OOM counter moved (or, without a
+        counter to read, SIGKILLed at all: nothing else sends it) is the program's memory_limit; any other end (a
+        crash, an exit without a verdict) is a fault of ours."""
         killed = status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
         if killed and (self.oom_control is None or self._oom_kills() > oom_before):
             return "memory_limit", "the program exhausted the sandbox's memory (the judge was OOM-killed)"
         return "sandbox_error", f"{why} (judge status {status})"
 
-
-def _judge_child(runner: Runner, job: dict, limits: dict, vsock: socket.socket, chan: list[int], cand_pid: int):
-    """Judge process: drop to the judge uid and run the tests. Never returns."""
-    try:
-        devnull = os.open(os.devnull, os.O_RDWR)
-        place_fds([devnull, devnull, devnull, vsock.fileno(), *chan])
+    def start_judge(self, job: dict, limits: dict, vsock: socket.socket, chan: list[int],
+                    cand_pid: int) -> tuple[int, int, bool]:
+        """The judge process of a judge job, from the judge zygote: (job id, pid, whether it runs). Its own copies
+        of vsock and chan are made here; the caller keeps and closes its own."""
         judge_limits = {**limits, "memory_mb": max(JUDGE_MEMORY_MB, int(limits["memory_mb"])),
                         "cpu_s": float(limits["total_s"]) + 1, "nproc": 16, "nofile": 256}
-        cwd = runner.dirs[runner.judge_uid]
-        enter_job(runner.judge_uid, judge_limits, cwd, oom_adj=500)
-        _default_signals()
-        os.environ.clear()
-        os.environ.update(job_env(None, cwd))
-        import judge
+        payload = {"spec": job["judge"], "cand_pid": cand_pid, "case_timeout": float(limits["wall_s"])}
+        devnull = os.open(os.devnull, os.O_RDWR)
+        fds = [devnull, os.dup(devnull), os.dup(devnull), os.dup(vsock.fileno()), *map(os.dup, chan),
+               write_payload(payload)]
+        req = {"role": "judge", "uid": self.judge_uid, "cwd": self.dirs[self.judge_uid], "limits": judge_limits}
+        job_id, reply = self.spawn(self.judge_zygote, req, fds)
+        return job_id, reply["pid"], "spawn_error" not in reply
 
-        judge.main(job["judge"], socket.socket(fileno=3), 4, 5, cand_pid, float(limits["wall_s"]))
-    except BaseException:  # noqa: BLE001
-        try:
-            wire.send(socket.socket(fileno=3), {"event": "done", "error": traceback.format_exc()[-3000:]})
-        except BaseException:  # noqa: BLE001
-            pass
-    os._exit(0)
+    def end_judge(self, job_id: int, pid: int, running: bool, exiting: bool = False) -> int | None:
+        """Kill the judge and collect the zygote's report on it (so that its channel stays in step). A judge that
+        is `exiting` on its own gets a second to do so, so that its own exit status is what is reported."""
+        if not running:
+            return None
+        if exiting:
+            r, _, _ = select.select([self.judge_zygote.sock], [], [], 1.0)
+            if r:
+                return self.judge_zygote.reply(job_id).get("status")
+        _kill_quietly(pid)
+        return self.wait_exit(self.judge_zygote, job_id, 10.0).get("status")
 
 
 def _kill_quietly(pid: int) -> None:
@@ -604,7 +834,7 @@ def _kill_quietly(pid: int) -> None:
 class Proc:
     """One job process forked by a zygote: stdin feeding, capped capture, limits, classification."""
 
-    def __init__(self, runner: Runner, zygote: socket.socket, uid: int, cwd: str, limits: dict) -> None:
+    def __init__(self, runner: Runner, zygote: Zygote, uid: int, cwd: str, limits: dict) -> None:
         self.runner, self.zygote, self.uid, self.cwd, self.limits = runner, zygote, uid, cwd, limits
         self.cap = int(limits["output_bytes"])
         self.out = bytearray()
@@ -614,32 +844,38 @@ class Proc:
         self.pid = 0
         self.exit: dict | None = None
         self.spawn_error: str | None = None
+        self.job_id = 0
         self.fds: dict[int, str] = {}
         self.stdin_w: int | None = None
         self.stdin_data = b""
 
     def start(self, program: dict, stdin: str, files: dict | None, env: dict | None, extra_fds=()) -> None:
+        """Spawn the process (extra_fds become its fds 3, 4, ...; they are closed here). Input that cannot be
+        encoded ends the job here, before anything runs."""
         self.runner.used_uids.add(self.uid)
         self.oom_before = self.runner._oom_kills()
+        self.started = time.monotonic()
+        try:
+            self.stdin_data = stdin.encode()
+        except UnicodeError:
+            for fd in extra_fds:
+                os.close(fd)
+            self.spawn_error = "the job's stdin is not valid text (it cannot be encoded as UTF-8)"
+            return
+        payload = write_payload({"program": program, "files": files, "env": env})
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        self.started = time.monotonic()
-        reply = self.runner.spawn(
-            self.zygote,
-            {"uid": self.uid, "cwd": self.cwd, "limits": self.limits, "program": program, "files": files,
-             "env": env},
-            [in_r, out_w, err_w, *extra_fds],
-        )
         for fd in (in_w, out_r, err_r):
             os.set_blocking(fd, False)
         self.fds = {out_r: "stdout", err_r: "stderr"}
-        self.stdin_data = stdin.encode()
         self.stdin_w = in_w
+        req = {"role": "job", "uid": self.uid, "cwd": self.cwd, "limits": self.limits}
+        self.job_id, reply = self.runner.spawn(self.zygote, req, [in_r, out_w, err_w, *extra_fds, payload])
         if not self.stdin_data:
             self._close_stdin()
         if "spawn_error" in reply:
-            self.spawn_error = reply["spawn_error"]
+            self.spawn_error = str(reply["spawn_error"])[:2000]
         self.pid = reply["pid"]
 
     def _close_stdin(self) -> None:
@@ -665,7 +901,7 @@ class Proc:
             elif fd == self.stdin_w:
                 self._write_stdin(ev)
             elif fd == self.zygote.fileno():
-                self.exit = wire.recv(self.zygote)
+                self.exit = self.zygote.reply(self.job_id)
                 self.ended = time.monotonic()
             else:
                 ready.append(fd)
@@ -735,7 +971,7 @@ class Proc:
     def result(self) -> dict:
         ex = self.exit or {"status": 0, "cpu_ms": 0.0, "maxrss_kb": 0}
         raw = ex["status"]
-        exit_code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else None
+        exit_code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) and not self.spawn_error else None
         sig = os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else None
         oom = self.runner._oom_kills() > self.oom_before
         status = self._classify(exit_code, sig, ex["cpu_ms"], oom)
@@ -752,7 +988,7 @@ class Proc:
             "stderr_truncated": self.truncated["stderr"],
         }
         if self.spawn_error:
-            res["error"] = "spawn failed: " + self.spawn_error
+            res["error"] = self.spawn_error
         return res
 
     def _classify(self, exit_code: int | None, sig: int | None, cpu_ms: float, oom: bool) -> str:
@@ -970,69 +1206,77 @@ def _set_subreaper() -> None:
 
 def serve(sock_path: str, uid_base: int, oom_control: str | None) -> None:
     os.umask(0o077)
-    _set_subreaper()
+    _set_subreaper()  # the runner is the sandbox's pid 1 under both backends; this covers being started otherwise
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     sock_dir = os.path.dirname(sock_path)
     os.chmod(sock_dir, 0o700)  # jobs must never reach the control socket
-    try:
-        os.unlink(sock_path)
-    except FileNotFoundError:
-        pass
-    for path in (sock_path + ".ready",):
+    for path in (sock_path, sock_path + ".ready"):
         try:
             os.unlink(path)
         except FileNotFoundError:
             pass
-    import judge  # noqa: F401 - judges are forked from here: import once, not per job
     import seccomp
 
-    seccomp.prepare()  # likewise: build the filter once; judges and cleaners inherit it
+    seccomp.prepare()  # the warm linter's processes are forked from here: build the filter once
     runner = Runner(uid_base, oom_control)
     import gc
 
-    gc.freeze()  # forked judges and cleaners then copy fewer pages for the garbage collector
+    gc.freeze()  # forked cleaners then copy fewer pages for the garbage collector
     runner.handle(None, {"op": "warm_lint"})  # ready means warm: the linter is loaded before the first job
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(sock_path)
     os.chmod(sock_path, 0o600)
-    server.listen(4)
+    server.listen(1)
     with open(sock_path + ".ready", "w") as f:
         f.write(str(os.getpid()))
-    while True:
-        runner.reap()
+    # One connection for the sandbox's whole life: the host that started it. Nobody within ACCEPT_TIMEOUT_S, or the
+    # connection gone (the host closed it or died): nothing is left to serve, and the sandbox ends with the runner.
+    server.settimeout(ACCEPT_TIMEOUT_S)
+    try:
         conn, _ = server.accept()
-        with conn:
-            # Protocol: the runner announces {"ready"} whenever it can take a job (after start-up and after the
-            # previous job's clean-up), so that clean-up never delays a result and a sandbox that could not be
-            # cleaned is never handed another job.
-            try:
-                wire.send(conn, {"ready": True, "version": VERSION, "pid": os.getpid()})
-            except OSError:
-                continue
-            while True:
-                try:
-                    msg = wire.recv(conn)
-                except (wire.ChannelClosed, OSError, ValueError):
-                    break
-                runner.used_uids.clear()
-                try:
-                    res = runner.handle(conn, msg)
-                except Exception:  # noqa: BLE001 - a fault of ours: say so, never a verdict
-                    res = {"status": "sandbox_error", "error": traceback.format_exc()[-3000:]}
-                try:
-                    wire.send(conn, res)
-                except OSError:
-                    break
-                clean = runner.after_job()
-                runner.reap()
-                if not clean:
-                    wire.send(conn, {"ready": False, "error": "a job process survived clean-up"})
-                    os._exit(3)  # let the host replace this sandbox
-                try:
-                    wire.send(conn, {"ready": True, "jobs_done": runner.jobs_done})
-                except OSError:
-                    break
+    except OSError:
+        os._exit(0)
+    server.close()
+    conn.settimeout(None)
+    runner.watch_owner(conn)
+    # Protocol: the runner announces {"ready"} whenever it can take a job (after start-up and after the previous
+    # job's clean-up), so that clean-up never delays a result and a sandbox that could not be cleaned, or whose
+    # machinery broke, is never handed another job. Every result carries the id of the request it answers.
+    _send_or_exit(conn, {"ready": True, "version": VERSION, "pid": os.getpid()})
+    while True:
+        broken = runner.wait_for_request(conn)
+        if broken:  # while idle: say nothing (the host is not listening), hang up; the host replaces the sandbox
+            os._exit(4)
+        try:
+            msg = wire.recv(conn)
+        except (wire.ChannelClosed, OSError, ValueError):
+            os._exit(0)
+        runner.used_uids.clear()
+        oom_before = runner._oom_kills()
+        fault = None
+        try:
+            res = runner.handle(conn, msg)
+        except Exception as e:  # noqa: BLE001 - a fault of ours: say so, never a verdict
+            fault = str(e) if isinstance(e, SandboxFault) else "the sandbox's runner failed"
+            res = runner.fault_result(fault, oom_before)
+        res["id"] = msg.get("id") if isinstance(msg, dict) else None
+        _send_or_exit(conn, res)
+        if fault is None:
+            fault = None if runner.after_job() else "a job process survived clean-up"
+            runner.reap()
+            fault = fault or runner.broken_zygote()
+        if fault:
+            _send_or_exit(conn, {"ready": False, "error": fault})
+            os._exit(3)  # let the host replace this sandbox
+        _send_or_exit(conn, {"ready": True, "jobs_done": runner.jobs_done})
+
+
+def _send_or_exit(conn: socket.socket, frame: dict) -> None:
+    try:
+        wire.send(conn, frame)
+    except OSError:
+        os._exit(0)  # the host is gone
 
 
 def _detect_oom_control() -> str | None:

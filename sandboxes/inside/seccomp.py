@@ -38,21 +38,22 @@ class _ArgCmp(ctypes.Structure):
 
 
 _compiled: bytes | None = None
+_loadable: tuple | None = None  # (prctl, the filter's sock_fprog, the buffer it points to), made by prepare()
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 
 
 def install() -> None:
     """Load the filter into the calling process (irreversible; inherited by its children).
 
-    The BPF program is built once per process (libseccomp takes milliseconds) and then loaded with prctl,
-    so a zygote that called prepare() hands every forked job a ready filter (microseconds)."""
-    bpf = prepare()
-    libc = ctypes.CDLL(None, use_errno=True)
-    buf = ctypes.create_string_buffer(bpf, len(bpf))
-    prog = _SockFprog(len(bpf) // 8, ctypes.cast(buf, ctypes.c_void_p))
-    PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    The BPF program is built once per process (libseccomp takes milliseconds), and so is everything prctl needs:
+    a zygote that called prepare() hands every forked job a ready filter, which the job loads with two system
+    calls (building the ctypes objects in each job copied ~50 of the zygote's memory pages into it)."""
+    prepare()
+    assert _loadable is not None
+    prctl, prog, _buf = _loadable
+    if prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(NO_NEW_PRIVS)")
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+    if prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(SECCOMP)")
 
 
@@ -62,9 +63,12 @@ class _SockFprog(ctypes.Structure):
 
 def prepare() -> bytes:
     """Build (once) and return the filter as raw BPF."""
-    global _compiled
+    global _compiled, _loadable
     if _compiled is None:
         _compiled = _build()
+        buf = ctypes.create_string_buffer(_compiled, len(_compiled))
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        _loadable = (prctl, _SockFprog(len(_compiled) // 8, ctypes.cast(buf, ctypes.c_void_p)), buf)
     return _compiled
 
 
