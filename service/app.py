@@ -14,7 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from sandboxes import SandboxPool, choose_backend
 
-from . import __version__, dashboard, openrlhf, rollouts, sandbox_fusion
+from . import __version__, dashboard, openrlhf, repos, rollouts, sandbox_fusion
 from .auth import BearerAuth
 from .body_limit import BodyLimit
 from .config import Settings
@@ -25,7 +25,7 @@ from .reward import DEFAULT_WEIGHTS
 from .store import RolloutStore
 
 ITEM = TypeAdapter(RewardItem)
-TEST_KINDS = {"python": ["assert", "function", "io", "pytest"], "javascript": ["function", "io"],
+TEST_KINDS = {"python": ["assert", "function", "io", "pytest", "repo"], "javascript": ["function", "io"],
               "typescript": ["function", "io"], "c": ["io"], "cpp": ["io"], "java": ["io"], "go": ["io"],
               "rust": ["io", "rust_test"], "bash": ["io"]}
 
@@ -72,6 +72,8 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
     app.include_router(openrlhf.router)
     app.include_router(rollouts.router)
     app.include_router(dashboard.router)
+    app.include_router(repos.router)
+    app.state.repos = repos.repo_store(settings)
     app.mount("/static", StaticFiles(directory=dashboard.STATIC), name="static")
 
     @app.exception_handler(Overloaded)
@@ -99,6 +101,17 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
             return f"limits.memory_mb: at most {settings.max_memory_mb}"
         return None
 
+    async def check_repo(item: RewardItem) -> str | None:
+        """Repo items: the change's size, and the snapshot stored (an inline archive is stored here)."""
+        if item.repo is None:
+            return None
+        store = app.state.repos
+        size = sum(len(t.encode()) for t in [item.patch or "", *(item.files or {}).values(),
+                                            *item.tests.test_files.values()])
+        if size > store.settings.max_change_bytes:
+            return f"patch: the change and test files hold more than {store.settings.max_change_bytes} bytes"
+        return await repos.resolve(item, store)
+
     def invalid(item_id: Any, message: str, profile: Any = None) -> ItemResult:
         return ItemResult(id=item_id if isinstance(item_id, str) else None, rollout_id="", status="invalid_input",
                           reward=None, profile=profile if isinstance(profile, str) else None, message=message)
@@ -107,7 +120,7 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
     async def reward(item: RewardItem, request: Request,
                      deadline_s: float | None = Query(None, gt=0, description="items not started by then: "
                                                       "infra_error")) -> ItemResult:
-        problem = check_item(item)
+        problem = check_item(item) or await check_repo(item)
         if problem:
             field = problem.split(":", 1)[0]
             status = 400 if field == "language" else 422
@@ -134,6 +147,10 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
             return invalid(item.id, problem, item.profile) if problem else item
 
         checked = [validate(raw) for raw in batch.items]
+        for i, c in enumerate(checked):  # repo items: inline archives stored, stored snapshots checked
+            problem = await check_repo(c) if isinstance(c, RewardItem) else None
+            if problem:
+                checked[i] = invalid(c.id, problem, c.profile)
         items = [c for c in checked if isinstance(c, RewardItem)]
         scored = iter(await executor.score_many(items, batch.deadline_s) if items else [])
         return BatchResult(results=[next(scored) if isinstance(c, RewardItem) else c for c in checked])

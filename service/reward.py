@@ -3,8 +3,8 @@
 - seed (default): weighted sum, executability weighted highest, then pass rate, quality, efficiency.
 - gated: executability and pass rate as in seed; quality and efficiency add only when every test passes.
 - binary: 1 if every test passes, else 0 (only execution is paid for).
-- coderl: -1 syntax error, -0.6 runtime error (timeouts and resource limits included), -0.3 failed tests,
-  +1 all pass (CodeRL's shaping).
+- coderl: -1 syntax error (or a repo item's patch that does not apply), -0.6 runtime error (timeouts and resource
+  limits included), -0.3 failed tests, +1 all pass (CodeRL's shaping).
 A null component contributes 0; weights are never renormalised, so an unmeasured component can never inflate
 a reward. An optional flag_penalty is subtracted when the program raised any suspicious-construct flag.
 """
@@ -15,7 +15,7 @@ from .models import COMPONENTS, Weights
 
 DEFAULT_WEIGHTS = Weights().as_dict()
 WEIGHTED = ("seed", "gated")
-CODERL = {"passed": 1.0, "failed": -0.3, "syntax_error": -1.0}
+CODERL = {"passed": 1.0, "failed": -0.3, "syntax_error": -1.0, "patch_error": -1.0}  # a diff that does not apply
 CODERL_OTHERWISE = -0.6
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import importlib
 import os
 import resource
 import select
@@ -211,10 +212,8 @@ def zygote_main(ctl: socket.socket) -> None:
             req, fds = wire.recv_with_fds(ctl)
         except (wire.ChannelClosed, OSError):
             os._exit(0)
-        if req.get("warm") == "lint":
-            import lint
-
-            lint.warm_up()
+        if req.get("warm"):  # preload a module for this zygote's jobs (lint, repo_reporter): warm_up() once
+            importlib.import_module(req["warm"]).warm_up()
             wire.send(ctl, {"warm": True})
             continue
         err_r, err_w = os.pipe()
@@ -412,6 +411,10 @@ class Runner:
             import measure
 
             return measure.measure_job(self, job, limits)
+        if op == "repo":  # a patch graded by a repository's own tests
+            import repo_judge
+
+            return repo_judge.repo_job(self, job, limits)
         return {"status": "sandbox_error", "error": f"unknown op {op!r}"}
 
     def after_job(self) -> bool:
