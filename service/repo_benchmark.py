@@ -1,10 +1,11 @@
 """An offline repo-task benchmark built from real PyPI sdists that ship their test suites (SWE-smith style).
 
-Each task is one injected bug in a real library: a single token of its source changed (a comparison, an
-arithmetic or boolean operator, a small constant), found by the builder below, which keeps a mutation only when
-pytest shows it breaks between 1 and 15 tests and leaves at least 3 tests of the same classes passing. The
-buggy sdist is the task's snapshot; FAIL_TO_PASS are the tests the bug breaks, PASS_TO_PASS the tests of the same test classes (or modules) that pass either way, the gold patch
-is the diff that removes the bug, and the trusted test files are the F2P tests' files as the sdist ships them.
+Each task is one injected bug in a real library: a single token of its source changed (a comparison, an arithmetic
+or boolean operator, a small constant), found by the builder below, which keeps a mutation only when pytest shows
+it breaks between 1 and 15 tests and leaves at least 3 tests of the same classes passing. The buggy sdist is the
+task's snapshot; FAIL_TO_PASS are the tests the bug breaks, PASS_TO_PASS the tests of the same test classes (or
+modules) that pass either way (a sample of 60 at most), the gold patch is the diff that removes the bug, and the
+trusted test files are the F2P tests' files as the sdist ships them.
 
 The sdists are pinned by version and sha256 and fetched once with `pip download` into
 $REWARDBOX_CACHE/sdists (PyPI is reachable where CI runs); the tasks themselves (a few KB) are committed in
@@ -37,6 +38,7 @@ from .repo_archive import repo_bytes
 from .swebench import archive_files
 
 TASKS_FILE = Path(__file__).resolve().parent / "data" / "repo_tasks.jsonl"
+MAX_PASS_TO_PASS = 60
 
 
 @dataclass(frozen=True)
@@ -220,6 +222,8 @@ def build(per_repo: int, seed: int, tries: int = 40) -> list[dict[str, Any]]:
                          and _group(n) in groups)
             if len(p2p) < 3:  # a task should also show what a fix must not break
                 continue
+            if len(p2p) > MAX_PASS_TO_PASS:  # a sample keeps every item (and CI) fast
+                p2p = sorted(random.Random(f"{seed}:{cand['path']}:{cand['line']}").sample(p2p, MAX_PASS_TO_PASS))
             seen_lines.add((cand["path"], cand["line"]))
             index = len(found)
             found.append({"instance_id": f"{name}-{sdist.version}-bug{index}", "sdist": name, "bug": cand,

@@ -284,7 +284,7 @@ def _new_flags(snap: ws.Snapshot, paths: list[str]) -> list[str]:
             continue
         new = (ws.read_file(WORKSPACE, rel, READ_CAP) or b"").decode(errors="replace")
         old = (snap.file(rel) or b"").decode(errors="replace")
-        new_part, old_part = _changed_parts(old, new)
+        old_part, new_part = _changed_parts(old, new)
         found |= _flags(new_part) - _flags(old_part)
     return sorted(found)
 
@@ -354,6 +354,7 @@ class Frames:
         self.cases: dict[str, dict] = {}
         self.progress = time.monotonic()  # when the last frame arrived
         self.finished = False
+        self.exitstatus: int | None = None  # pytest's own, from the reporter's last frame
         self.crashed: str | None = None
         self.tampered: str | None = None  # a frame the reporter never sent, or the reporter's own finding
 
@@ -396,6 +397,7 @@ class Frames:
             if frame.get("reported") != len(self.cases):
                 self.tampered = "the reporter's final count disagrees with the verdicts it sent"
             self.finished = True
+            self.exitstatus = frame.get("exitstatus") if type(frame.get("exitstatus")) is int else None
         else:
             self.tampered = f"an unexpected frame {str(kind)[:50]!r} on the report channel"
 
@@ -488,9 +490,12 @@ def _verdicts(frames: Frames, listed: list[str], present: list[str], timed_out: 
         verdicts.append({"name": name, **v})
     listed_files = {_file_of(n) for n in listed}
     return {"verdicts": verdicts, "collected": len(collected), "finished": frames.finished,
+            "pytest_exit_status": frames.exitstatus,
             "tampered": frames.tampered, "crashed": frames.crashed,
             "collect_errors": [e for e in frames.collect_errors if _file_of(str(e.get("nodeid", ""))) in
                                listed_files][:20],
-            "executable": frames.started and frames.collected is not None and not frames.crashed
-                          and not any(f in errors_by_file for f in listed_files),
+            # The package imported and the listed tests' files collected: pytest got to run tests (exit status 0 or
+            # 1) and ended normally, having collected some listed test and no error in their files.
+            "executable": bool(frames.finished and frames.exitstatus in (0, 1) and frames.collected
+                               and not frames.crashed and not any(f in errors_by_file for f in listed_files)),
             "process_status": res["status"], "exit_code": res.get("exit_code")}
