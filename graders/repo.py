@@ -60,7 +60,7 @@ class RepoGrader:
             job["repo"] = {"id": repo_id, "archive_b64": base64.b64encode(data).decode()}
             result, sent = await self.pool.run(Job("repo", repo=job, limits=limits)), True
         outcome = outcome_from(result, tests.fail_to_pass, tests.pass_to_pass)
-        outcome.details.setdefault("repo", {})["snapshot_sent"] = sent
+        outcome.details.setdefault("repo", {}).update(snapshot_sent=sent, sandbox=result.sandbox_id)
         return outcome
 
 

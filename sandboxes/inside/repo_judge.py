@@ -235,6 +235,7 @@ def _fix_up(snap: ws.Snapshot, job: dict) -> dict:
             raise ws.WorkspaceError(f"the change creates a symbolic link ({rel}); links are not supported")
         if kind == "other":
             raise ws.WorkspaceError(f"the change creates something that is not a file ({rel})")
+    ws.make_readable(WORKSPACE, tree)
     changed, added = [], []
     for rel, kind in tree.items():
         if kind != "f":
@@ -462,6 +463,12 @@ def _run_tests(runner, job: dict, limits: dict, fix: dict, deadline: float, even
     return {**res, "status": status}
 
 
+def _not_reached(timed_out: str | None, collected: set[str], ended: str) -> str:
+    if timed_out in collected:
+        return f"not run: the run was stopped when {timed_out} exceeded its time limit"
+    return f"not run: {timed_out}" if timed_out else ended
+
+
 def _verdicts(frames: Frames, listed: list[str], present: list[str], timed_out: str | None, res: dict) -> dict:
     """One verdict per listed node id: passed only with the reporter's passing case, on an untampered stream."""
     collected = set(frames.collected or [])
@@ -486,7 +493,7 @@ def _verdicts(frames: Frames, listed: list[str], present: list[str], timed_out: 
         elif frames.collected is not None and name not in collected:
             v = {"passed": False, "status": "not_run", "message": "not collected (no such test, or deselected)"}
         else:
-            v = {"passed": False, "status": "timeout" if timed_out else "not_run", "message": ended}
+            v = {"passed": False, "status": "not_run", "message": _not_reached(timed_out, collected, ended)}
         verdicts.append({"name": name, **v})
     listed_files = {_file_of(n) for n in listed}
     return {"verdicts": verdicts, "collected": len(collected), "finished": frames.finished,
@@ -494,8 +501,11 @@ def _verdicts(frames: Frames, listed: list[str], present: list[str], timed_out: 
             "tampered": frames.tampered, "crashed": frames.crashed,
             "collect_errors": [e for e in frames.collect_errors if _file_of(str(e.get("nodeid", ""))) in
                                listed_files][:20],
-            # The package imported and the listed tests' files collected: pytest got to run tests (exit status 0 or
-            # 1) and ended normally, having collected some listed test and no error in their files.
-            "executable": bool(frames.finished and frames.exitstatus in (0, 1) and frames.collected
-                               and not frames.crashed and not any(f in errors_by_file for f in listed_files)),
+            # The package imported and the listed tests' files collected (some listed test, no error in their
+            # files), and the run then ended normally (pytest's exit status 0 or 1) or was stopped by a limit of
+            # ours; a process that died on its own (an exit in the package) is not executable.
+            "executable": bool(frames.collected and not frames.crashed
+                               and not any(f in errors_by_file for f in listed_files)
+                               and ((frames.finished and frames.exitstatus in (0, 1))
+                                    or timed_out or res["status"] in ("memory_limit", "output_limit"))),
             "process_status": res["status"], "exit_code": res.get("exit_code")}

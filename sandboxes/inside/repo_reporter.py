@@ -288,26 +288,35 @@ class Guard:
 
 class Frames:
     """Frames to the runner, batched: every write wakes the runner, which shares the sandbox's CPU with this
-    process, so cases go out at most every FLUSH_S (and at once for everything that is not a case)."""
+    process, so cases go out every FLUSH_S from a flusher thread (verdicts of finished tests reach the runner even
+    while the next test hangs), everything else at once."""
 
     def __init__(self, fd: int, token: str) -> None:
         self.fd, self.token, self.seq = fd, token, 0
         self.pending: list[bytes] = []
-        self.flushed = time.monotonic()
+        self.lock = threading.Lock()
         fcntl.fcntl(fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)  # subprocesses of the tests never hold it
+        threading.Thread(target=self._flusher, name="rewardbox-frames", daemon=True).start()
 
     def send(self, event: str, **fields: object) -> None:
-        self.seq += 1
-        self.pending.append(wire.encode({"t": self.token, "n": self.seq, "event": event, **fields}))
-        if event != "case" or time.monotonic() - self.flushed >= FLUSH_S:
+        with self.lock:
+            self.seq += 1
+            self.pending.append(wire.encode({"t": self.token, "n": self.seq, "event": event, **fields}))
+        if event != "case":
             self.flush()
 
     def flush(self) -> None:
-        data, self.pending = b"".join(self.pending), []
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view):]
-        self.flushed = time.monotonic()
+        with self.lock:
+            data, self.pending = b"".join(self.pending), []
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view):]
+
+    def _flusher(self) -> None:
+        while True:
+            time.sleep(FLUSH_S)
+            if self.pending:
+                self.flush()
 
 
 class LazyStream:

@@ -251,6 +251,19 @@ def scan(root: str) -> dict[str, str]:
     return found
 
 
+def make_readable(root: str, tree: dict[str, str]) -> None:
+    """Directories 0755, files 0644 (0755 if executable by the owner): what the patch tool created under the job
+    umask (077) must be readable by the test process, and nothing writable but by the owner."""
+    for rel, kind in tree.items():
+        if kind not in ("d", "f"):
+            continue
+        path = os.path.join(root, rel)
+        mode = os.lstat(path).st_mode
+        want = 0o755 if kind == "d" or mode & 0o100 else 0o644
+        if mode & 0o7777 != want:
+            os.chmod(path, want)
+
+
 def read_file(root: str, rel: str, cap: int) -> bytes | None:
     """The bytes of a regular file (never through a link), at most cap of them; None when it is not one."""
     try:
