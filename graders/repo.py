@@ -38,30 +38,45 @@ def strip_level(patch: str) -> int:
 
 
 class RepoGrader:
+    """Grades repo items on a pool. Each sandbox keeps the snapshots it was sent (sandboxes/inside/
+    repo_workspace.py): a snapshot travels with the job until every sandbox of the pool holds it, then by id only;
+    a sandbox that lacks it anyway (replaced meanwhile) answers repo_missing and gets it with a second try."""
+
     def __init__(self, pool: SandboxPool, fetch: Fetch) -> None:
         self.pool, self.fetch = pool, fetch
+        self.holders: dict[str, set[str]] = {}  # repo id -> sandboxes known to hold it
 
     async def grade(self, repo_id: str, patch: str | None, files: dict[str, str] | None, tests: Any,
                     limits: Limits) -> Outcome:
-        """tests: service.repo_models.RepoTests. The snapshot is sent only to a sandbox that lacks it."""
-        job = {"repo": {"id": repo_id}, "test_files": tests.test_files, "tests": tests.listed(),
-               "args": tests.pytest_args()}
+        """tests: service.repo_models.RepoTests."""
+        job = {"test_files": tests.test_files, "tests": tests.listed(), "args": tests.pytest_args()}
         if files is not None:
             job["files"] = files
         else:
             job["patch"], job["strip"] = patch or "", strip_level(patch or "")
-        result = await self.pool.run(Job("repo", repo=job, limits=limits))
-        sent = False
+        holders = self.holders.setdefault(repo_id, set())
+        sent = len(holders) < self.pool.size
+        result = await self._run(job, repo_id, limits, sent)
         if _missing(result):
+            holders.discard(result.sandbox_id)
+            result, sent = await self._run(job, repo_id, limits, True), True
+        if isinstance(result, Outcome):
+            return result
+        if result.status != Status.SANDBOX_ERROR and result.sandbox_id:
+            holders.add(result.sandbox_id)
+        outcome = outcome_from(result, tests.fail_to_pass, tests.pass_to_pass)
+        outcome.details.setdefault("repo", {}).update(snapshot_sent=sent, sandbox=result.sandbox_id)
+        return outcome
+
+    async def _run(self, job: dict, repo_id: str, limits: Limits, with_data: bool) -> Result | Outcome:
+        repo: dict[str, str] = {"id": repo_id}
+        if with_data:
             data = await self.fetch(repo_id)
             if data is None:
                 return Outcome("invalid_input", message=f"repo.id: repository {repo_id} is no longer stored "
                                                         "(evicted): upload it again with POST /repos")
-            job["repo"] = {"id": repo_id, "archive_b64": base64.b64encode(data).decode()}
-            result, sent = await self.pool.run(Job("repo", repo=job, limits=limits)), True
-        outcome = outcome_from(result, tests.fail_to_pass, tests.pass_to_pass)
-        outcome.details.setdefault("repo", {}).update(snapshot_sent=sent, sandbox=result.sandbox_id)
-        return outcome
+            repo["archive_b64"] = base64.b64encode(data).decode()
+        return await self.pool.run(Job("repo", repo={**job, "repo": repo}, limits=limits))
 
 
 def _missing(result: Result) -> bool:

@@ -92,9 +92,13 @@ def _read(archive: bytes, limits: ArchiveLimits) -> dict[str, _Member]:
                 if info.linkname.startswith("/") or not info.linkname:
                     raise BadArchive(f"archive: link {path} -> {info.linkname!r} points outside the repository")
             elif info.islnk():  # a hard link: a copy of an earlier file of the archive
-                target = members.get(_clean(info.linkname, limits))
+                try:
+                    target = members.get(_clean(info.linkname, limits))
+                except BadArchive:
+                    target = None
                 if target is None or target.kind != "f":
-                    raise BadArchive(f"archive: hard link {path} -> {info.linkname!r} has no file inside to point to")
+                    raise BadArchive(f"archive: hard link {path} -> {info.linkname!r} points outside the repository "
+                                     "(or to no file of it)")
                 unpacked += len(target.data)
                 if unpacked > limits.unpacked_bytes:
                     raise BadArchive(f"archive: unpacks to more than {limits.unpacked_bytes} bytes", 413)

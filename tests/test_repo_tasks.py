@@ -4,6 +4,7 @@ repo_diff, and a clean sandbox afterwards."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import zipfile
 
@@ -156,11 +157,23 @@ async def test_repo_diff_output_round_trips_through_gnu_patch_in_the_sandbox(poo
     assert outcome.status == "passed", (outcome.message, outcome.details["repo"]["patch"])
 
 
-async def test_the_snapshot_crosses_to_each_sandbox_once(pool):
-    outcomes = await grade_all(pool, [(TOOLZ, TOOLZ["patch"])] * (2 * pool.size + 2))
-    sent = sum(o.details["repo"]["snapshot_sent"] for o in outcomes)
-    assert all(o.status == "passed" for o in outcomes)
-    assert sent <= pool.size + 2  # at most once per sandbox (plus replacements), not once per item
+async def test_the_snapshot_travels_until_every_sandbox_holds_it_then_only_its_id(pool):
+    store = Store()
+    repo_id = store.add(TOOLZ["archive"])
+    grader = RepoGrader(pool, store.fetch)
+    tests = RepoTests(**to_item(TOOLZ, repo_id)["tests"])
+
+    async def wave(n: int):
+        return await asyncio.gather(*(grader.grade(repo_id, TOOLZ["patch"], None, tests, job_limits(10, 512, 60))
+                                      for _ in range(n)))
+
+    first = await wave(pool.size)
+    assert all(o.status == "passed" for o in first)
+    while len(grader.holders[repo_id]) < pool.size:  # two items of the wave may have landed on one sandbox
+        await wave(1)
+    later = await wave(2 * pool.size)
+    assert all(o.status == "passed" for o in later)
+    assert not any(o.details["repo"]["snapshot_sent"] for o in later)
 
 
 async def test_a_repo_job_leaves_nothing_behind_in_the_sandbox(pool):
