@@ -33,6 +33,7 @@ import sys
 import time
 import traceback
 
+import candidate_host
 import repo_workspace as ws
 import wire
 
@@ -319,8 +320,6 @@ def _statements(lines: list[str], lo: int, hi: int) -> str:
 
 
 def _flags(source: str) -> set[str]:
-    import candidate_host
-
     if not source.strip():
         return set()
     try:
