@@ -99,7 +99,7 @@ def repo_job(runner, job: dict, limits: dict) -> dict:
     result = _run_tests(runner, job, limits, fix, started + float(limits["total_s"]), event)
     marks["tests_ms"] = _ms(t)
     marks["total_ms"] = _ms(started)
-    event["timings"] = {k: round(v, 3) for k, v in marks.items()}
+    event["timings"] = {**{k: round(v, 3) for k, v in marks.items()}, **event.pop("reporter_timings", {})}
     result["events"] = [event]
     return result
 
@@ -355,6 +355,7 @@ class Frames:
         self.progress = time.monotonic()  # when the last frame arrived
         self.finished = False
         self.exitstatus: int | None = None  # pytest's own, from the reporter's last frame
+        self.timings: dict[str, float] = {}  # the reporter's own clock: information, never a verdict
         self.crashed: str | None = None
         self.tampered: str | None = None  # a frame the reporter never sent, or the reporter's own finding
 
@@ -398,6 +399,8 @@ class Frames:
                 self.tampered = "the reporter's final count disagrees with the verdicts it sent"
             self.finished = True
             self.exitstatus = frame.get("exitstatus") if type(frame.get("exitstatus")) is int else None
+            reported = frame.get("timings") if type(frame.get("timings")) is dict else {}
+            self.timings = {str(k): v for k, v in reported.items() if type(v) in (int, float)}
         else:
             self.tampered = f"an unexpected frame {str(kind)[:50]!r} on the report channel"
 
@@ -507,4 +510,4 @@ def _verdicts(frames: Frames, listed: list[str], present: list[str], timed_out: 
                                and not any(f in errors_by_file for f in listed_files)
                                and ((frames.finished and frames.exitstatus in (0, 1))
                                     or timed_out or res["status"] in ("memory_limit", "output_limit"))),
-            "process_status": res["status"], "exit_code": res.get("exit_code")}
+            "process_status": res["status"], "exit_code": res.get("exit_code"), "reporter_timings": frames.timings}

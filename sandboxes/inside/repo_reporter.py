@@ -357,6 +357,7 @@ class TrustedReporter:
         self.broken: str | None = None
         self.items: dict[str, object] = {}
         self.checked = 0.0
+        self.created = time.perf_counter()
 
     def _integrity(self, where: str, hot_only: bool = False) -> None:
         if self.broken is None:
@@ -476,10 +477,18 @@ class TrustedReporter:
         self.frames.send("case", name=nodeid, passed=passed, status=status, message=message[-MESSAGE_CAP:],
                          ms=round(ms, 3))
 
+    def pytest_sessionstart(self, session) -> None:
+        self.session_started = time.perf_counter()
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus) -> None:
         self._integrity("end of session")
-        self.frames.send("finish", reported=self.reported, exitstatus=int(exitstatus), broken=self.broken)
+        now = time.perf_counter()
+        started = getattr(self, "session_started", now)
+        timings = {"pytest_startup_ms": round((started - self.created) * 1000, 3),
+                   "session_ms": round((now - started) * 1000, 3)}  # this process's clock: information only
+        self.frames.send("finish", reported=self.reported, exitstatus=int(exitstatus), broken=self.broken,
+                         timings=timings)
         self.frames.flush()
 
 
