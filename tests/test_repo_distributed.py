@@ -4,37 +4,20 @@ the shared store keeps its byte budget."""
 from __future__ import annotations
 
 import random
-import signal
 
 import httpx
-import pytest
 
 from service import swebench
 from service.repo_archive import repo_bytes
 from service.repo_benchmark import tasks
 
-from .distributed import RedisServer, start_api, start_cluster, stop
+from .distributed import start_api, start_cluster
+from .test_distributed import procs, redis_server  # noqa: F401 - the fixtures
 
 TOOLZ = next(t for t in tasks() if t["instance_id"] == "toolz-1.2.0-bug0")
 
 
-@pytest.fixture
-def redis_server():
-    server = RedisServer()
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def procs():
-    started: list = []
-    yield started
-    for p in started:
-        stop(p, signal.SIGKILL, 10)
-
-
-def test_a_snapshot_uploaded_to_one_api_is_graded_by_a_worker_and_seen_by_another_api(redis_server, procs):
+def test_a_snapshot_uploaded_to_one_api_is_graded_by_a_worker_and_seen_by_another_api(redis_server, procs):  # noqa: F811
     budget_mb = 0.2  # the toolz snapshot (~52 KB) and a little more
     prefix, env, r, _api, url = start_cluster(redis_server, procs, workers=1, REWARDBOX_REPO_STORE_MB=str(budget_mb))
     other_api, other_url = start_api(env)
