@@ -104,6 +104,14 @@ def test_workspace_writes_replace_planted_links_and_never_follow_them(tmp_path):
     assert not ws.is_protected("pkg/tox.ini") and not ws.is_protected("pkg/core.py")
 
 
+def test_modules_added_under_a_standard_library_name_at_an_import_root_are_found():
+    shadows = {rel: repo_judge._stdlib_shadow(rel) for rel in ["decimal.py", "fractions/__init__.py",
+                                                               "src/json/x.py", "pytest.py", "pkg/decimal.py",
+                                                               "mylib.py"]}
+    assert shadows == {"decimal.py": "decimal.py", "fractions/__init__.py": "fractions", "src/json/x.py": "src/json",
+                       "pytest.py": "pytest.py", "pkg/decimal.py": None, "mylib.py": None}
+
+
 def test_the_strip_level_follows_the_diffs_paths():
     assert strip_level("diff --git a/x b/x\n--- a/x\n+++ b/x\n") == 1
     assert strip_level("--- x.py\n+++ x.py\n@@ -1 +1 @@\n") == 0

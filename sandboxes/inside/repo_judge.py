@@ -253,12 +253,27 @@ def _fix_up(snap: ws.Snapshot, job: dict) -> dict:
         elif ws.read_file(WORKSPACE, rel, READ_CAP) != data:
             ws.write_over(WORKSPACE, rel, data, snap.entries[rel].executable)
             restored.append(rel)
+    # A module the change adds at an import root under a standard library name would replace it for the tests (a
+    # fake `decimal` whose values equal anything): removed, with its package directory when the change made it.
+    for top in sorted({t for t in map(_stdlib_shadow, added) if t and t not in snap.entries}):
+        ws.remove(WORKSPACE, top)
+        restored.append(top)
     ws.materialize({rel: ws.Entry("f", data) for rel, data in snap.site.items()}, SITE)
     untrusted = sorted(set(changed + added) - set(restored))
     return {"changed": untrusted, "deleted": deleted, "restored": sorted(restored),
             "flags": _new_flags(snap, untrusted),
             "present": sorted(rel for rel in {_file_of(n) for n in job.get("tests") or []}
                               if ws.read_file(WORKSPACE, rel, 0) is not None)}
+
+
+def _stdlib_shadow(rel: str) -> str | None:
+    """The module file or package directory (at the workspace root or src/) that rel makes importable under a
+    standard library name, or None."""
+    root, parts = ("src/", rel.split("/")[1:]) if rel.startswith("src/") else ("", rel.split("/"))
+    if not parts or not parts[0]:
+        return None
+    name = parts[0][:-3] if len(parts) == 1 and parts[0].endswith(".py") else parts[0] if len(parts) > 1 else ""
+    return root + parts[0] if name in sys.stdlib_module_names or name in ("pytest", "_pytest", "pluggy") else None
 
 
 def _file_of(nodeid: str) -> str:
