@@ -70,6 +70,11 @@ def warm_up() -> None:
     import doctest  # noqa: F401
     import unittest  # noqa: F401
 
+    for name in ("tomllib", "faulthandler", "packaging.version", "readline", "_pytest._argcomplete"):
+        try:  # what pytest imports while it starts (measured): ~15 ms less per test process
+            __import__(name)
+        except ImportError:
+            pass
     for name in (*_pytest.config.default_plugins, "subtests"):
         try:
             __import__(f"_pytest.{name}")
