@@ -48,6 +48,8 @@ class Job:
     names the tests call | [] (a script) | None (unknown)}``; the result's stdout is the linter's JSON.
     op "measure": ``measure`` = programs, workloads and rounds (see inside/measure.py); the result's ``runs`` hold
     each run's CPU time and peak memory.
+    op "repo": ``repo`` = snapshot, change and tests (see inside/repo_judge.py); the result's ``events`` hold the
+    per-test verdicts.
     """
 
     op: str
@@ -60,6 +62,7 @@ class Job:
     judge: dict[str, Any] | None = None
     limits: Limits = field(default_factory=Limits)
     measure: dict[str, Any] | None = None
+    repo: dict[str, Any] | None = None
 
     def to_wire(self) -> dict[str, Any]:
         job: dict[str, Any] = {"limits": self.limits.to_wire()}
@@ -69,6 +72,8 @@ class Job:
             job["roots"] = (self.program or {}).get("roots")  # the names the tests call (lint.py)
         elif self.op == "measure":
             job.update(self.measure or {})
+        elif self.op == "repo":
+            job.update(self.repo or {})
         else:
             for key in ("program", "stdin", "files", "fetch_files", "env", "candidate", "judge"):
                 value = getattr(self, key)
@@ -78,7 +83,7 @@ class Job:
 
     def deadline_s(self) -> float:
         """How long the host waits for the runner before declaring the sandbox broken."""
-        own = self.limits.total_s if self.op in ("judge", "measure") else self.limits.wall_s
+        own = self.limits.total_s if self.op in ("judge", "measure", "repo") else self.limits.wall_s
         return own + 10.0
 
 

@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from sandboxes import SandboxPool, choose_backend
 
-from . import __version__, dashboard, openrlhf, rollouts, sandbox_fusion, sandbox_fusion_datasets
+from . import __version__, dashboard, openrlhf, repos, rollouts, sandbox_fusion, sandbox_fusion_datasets
 from .auth import BearerAuth
 from .body_limit import BodyLimit
 from .config import Settings
@@ -77,6 +77,8 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
     app.include_router(openrlhf.router)
     app.include_router(rollouts.router)
     app.include_router(dashboard.router)
+    app.include_router(repos.router)
+    app.state.repos = repos.repo_store(settings)
     app.mount("/static", StaticFiles(directory=dashboard.STATIC), name="static")
 
     @app.exception_handler(Overloaded)

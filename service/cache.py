@@ -16,7 +16,8 @@ from typing import Any
 from .models import ItemResult, RewardItem
 
 # What a result depends on; id and metadata are the client's and do not change a verdict.
-KEY_FIELDS = ("language", "code", "tests", "limits", "reference_code", "profile", "weights", "flag_penalty")
+KEY_FIELDS = ("language", "code", "tests", "limits", "reference_code", "profile", "weights", "flag_penalty",
+              "repo", "patch", "files")
 UNCACHEABLE = ("infra_error", "invalid_input")
 
 

@@ -28,6 +28,7 @@ from .errors import NotStarted, Overloaded, Unavailable
 from .fair import LANE, RUNS, FairSlots, item_scope, request_scope
 from .metrics import Metrics
 from .models import ItemResult, RewardItem
+from .repos import check_repo, repo_store
 from .scoring import Scorer
 from .validation import InvalidRequest, Problem, check_item, item_work, parse_item, value_problem
 
@@ -99,17 +100,25 @@ async def checked(items: Sequence[RewardItem | Any], settings: Settings, key_ver
     """Every item parsed, checked, keyed and dumped; a large request in a thread (pydantic and hashing hold the
     GIL in bursts of one item, so the event loop keeps answering between them)."""
 
-    def one(raw: RewardItem | Any) -> Checked:
-        item = check_item(raw, settings) if isinstance(raw, RewardItem) else parse_item(raw, settings)
+    def parse(raw: RewardItem | Any) -> RewardItem | Problem:
+        return check_item(raw, settings) if isinstance(raw, RewardItem) else parse_item(raw, settings)
+
+    def keyed(item: RewardItem | Problem) -> Checked:
         if isinstance(item, Problem):
             return Checked(item)
         dump = item.model_dump(mode="json")
         return Checked(item, cache_key(item, key_versions, dump), dump)
 
-    def check_all() -> list[Checked]:
-        return [one(x) for x in items]
+    async def in_thread(fn: Any, values: Sequence[Any]) -> list[Any]:
+        if len(values) >= THREAD_AT:
+            return await asyncio.to_thread(lambda: [fn(x) for x in values])
+        return [fn(x) for x in values]
 
-    return await asyncio.to_thread(check_all) if len(items) >= THREAD_AT else check_all()
+    parsed: list[RewardItem | Problem] = await in_thread(parse, items)
+    for i, item in enumerate(parsed):  # repo items: inline archives stored, named snapshots checked (before keying)
+        if isinstance(item, RewardItem) and item.repo is not None:
+            parsed[i] = await check_repo(item, repo_store(settings)) or item
+    return await in_thread(keyed, parsed)
 
 
 def too_big(work: int, bound: int, items: int = 2) -> InvalidRequest:

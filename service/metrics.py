@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from .models import COMPONENTS, ItemResult
 
 KNOWN_PATHS = {"/reward", "/reward/batch", "/run_code", "/openrlhf/get_reward", "/healthz", "/readyz", "/v1/info",
-               "/metrics", "/rollouts", "/rollouts/export"}
+               "/metrics", "/rollouts", "/rollouts/export", "/repos"}
 REWARD_BUCKETS = (-1.0, -0.6, -0.3, 0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 UNIT_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)

@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from .repo_models import RepoRef, RepoTests, check_repo_fields
+
 SUPPORTED_LANGUAGES = ("python", "javascript", "typescript", "c", "cpp", "java", "go", "rust", "bash")
 PROFILES = ("seed", "gated", "binary", "pass_rate", "coderl")
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")
@@ -110,7 +112,8 @@ class RustTests(Strict):
     entry_point: str | None = None
 
 
-Tests = Annotated[AssertTests | FunctionTests | IOTests | PytestTests | RustTests, Field(discriminator="kind")]
+Tests = Annotated[AssertTests | FunctionTests | IOTests | PytestTests | RustTests | RepoTests,
+                  Field(discriminator="kind")]
 
 
 class ItemLimits(Strict):
@@ -151,6 +154,10 @@ class RewardItem(Strict):
     weights: Weights | None = None
     flag_penalty: float = Field(0.0, ge=0, le=10, strict=True)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Repo items (tests.kind "repo", service/repo_models.py): the repository and the change graded against its tests.
+    repo: RepoRef | None = None
+    patch: str | None = Field(None, description="unified diff against the repository (git style, -p1 or -p0)")
+    files: dict[str, str] | None = Field(None, description="whole new contents of files, instead of a patch")
 
     @field_validator("language")
     @classmethod
@@ -167,6 +174,18 @@ class RewardItem(Strict):
         w = self.weights
         if w is not None and self.profile in ("seed", "gated") and w.executability + w.pass_rate <= 0:
             raise ValueError("weights: executability + pass_rate must be > 0 under the seed and gated profiles")
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _repo_items_have_no_code(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("tests"), dict) and data["tests"].get("kind") == "repo":
+            return {"code": "", **data}
+        return data
+
+    @model_validator(mode="after")
+    def _repo_or_program(self) -> RewardItem:
+        check_repo_fields(self)
         return self
 
 
@@ -202,7 +221,7 @@ class ItemResult(BaseModel):
     id: str | None = None
     rollout_id: str
     status: Literal["passed", "failed", "syntax_error", "runtime_error", "timeout", "memory_limit", "output_limit",
-                    "invalid_input", "infra_error"]
+                    "patch_error", "invalid_input", "infra_error"]
     reward: float | None
     profile: str | None = None
     weights: dict[str, float] | None = None

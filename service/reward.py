@@ -12,8 +12,8 @@ executability weighs most, then pass rate, then the two auxiliary components), W
       (E*executability + P*pass_rate) * (1 - MARGIN)
 - binary: 1 if every test passes, else 0 (only execution is paid for).
 - pass_rate: the fraction of tests passed (verl's sandbox_fusion scorer; only execution is paid for).
-- coderl: -1 syntax error, -0.6 runtime error (timeouts and resource limits included), -0.3 failed tests,
-  +1 all pass (CodeRL's shaping).
+- coderl: -1 syntax error (or a repo item's patch that does not apply), -0.6 runtime error (timeouts and resource
+  limits included), -0.3 failed tests, +1 all pass (CodeRL's shaping).
 The best a program that fails some test can reach (default weights; efficiency is measured only for programs
 that pass every test, so it is null, 0, for the others), next to the least a passing program gets:
     profile   best non-solving (sup)               stub passing no test        least passing
@@ -34,7 +34,7 @@ from .models import COMPONENTS, Weights
 
 DEFAULT_WEIGHTS = Weights().as_dict()
 WEIGHTED = ("seed", "gated")
-CODERL = {"passed": 1.0, "failed": -0.3, "syntax_error": -1.0}
+CODERL = {"passed": 1.0, "failed": -0.3, "syntax_error": -1.0, "patch_error": -1.0}  # a diff that does not apply
 CODERL_OTHERWISE = -0.6
 MARGIN = 0.01  # how far below the least passing reward the best non-solving one stays (a share of E + P)
 AUXILIARY = ("quality", "efficiency")

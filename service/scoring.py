@@ -16,6 +16,7 @@ from graders.executability import executability
 from graders.outcome import Outcome
 from graders.pass_rate import pass_rate
 from graders.quality import QualityGrader, QualityReport, lint_roots
+from graders.repo import RepoGrader
 from graders.tests import job_limits, run_tests
 from sandboxes import SandboxPool
 from sandboxes.builds import Builder
@@ -25,6 +26,7 @@ from .cache import replay_versions
 from .config import Settings
 from .fair import FairPool
 from .models import Execution, ItemResult, RewardItem, TestVerdict
+from .repos import repo_store
 from .reward import aggregate, components_needed, weights_for
 from .store import RolloutStore
 
@@ -44,6 +46,7 @@ class Scorer:
         self.quality = QualityGrader(self.pool, settings.lint_cache_size)
         self.efficiency = EfficiencyGrader(self.pool)
         self.builder = Builder(self.pool)  # compiled artefacts of the non-Python languages, by source hash
+        self.repo = RepoGrader(self.pool, repo_store(settings).data)  # repo items: a change graded by a repo's tests
 
     async def score(self, item: RewardItem, rollout_id: str | None = None) -> ItemResult:
         rollout_id = rollout_id or uuid.uuid4().hex
@@ -65,8 +68,12 @@ class Scorer:
         limits = job_limits(item.limits.timeout_s, item.limits.memory_mb, self.settings.max_item_s)
         # All the item's test runs share one budget of sandbox time, however many cases it has.
         budget = ItemBudget(self.pool, self.settings.max_item_s)
-        tests_task = run_tests(budget, item.code, item.tests, limits, item.language, self.builder,
-                               item.limits.compile_timeout_s)
+        if item.repo is not None:  # a repo item: the repository's own tests; no lint, no efficiency
+            needed -= {"quality", "efficiency"}
+            tests_task = self.repo.grade(item.repo.id, item.patch, item.files, item.tests, limits)
+        else:
+            tests_task = run_tests(budget, item.code, item.tests, limits, item.language, self.builder,
+                                   item.limits.compile_timeout_s)
         if "quality" in needed and item.language in LINTED_LANGUAGES:
             outcome, quality = await asyncio.gather(tests_task, self.quality.grade(item.code, item.language,
                                                                                   lint_roots(item.tests)))
@@ -99,7 +106,7 @@ class Scorer:
         base.components = components
         base.reward = aggregate(item.profile, weights, components, outcome.status, outcome.all_passed,
                                 bool(outcome.flags), item.flag_penalty)
-        base.details = _details(quality, efficiency, timings)
+        base.details = {**_details(quality, efficiency, timings), **outcome.details}
         return base
 
     async def _efficiency(self, item: RewardItem, outcome: Outcome, limits) -> EfficiencyReport:

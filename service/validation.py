@@ -26,7 +26,7 @@ from .config import Settings
 from .models import SUPPORTED_LANGUAGES, UNSUPPORTED_LANGUAGE, RewardItem
 
 ITEM = TypeAdapter(RewardItem)
-TEST_KINDS = {"python": ["assert", "function", "io", "pytest"], "javascript": ["function", "io"],
+TEST_KINDS = {"python": ["assert", "function", "io", "pytest", "repo"], "javascript": ["function", "io"],
               "typescript": ["function", "io"], "c": ["io"], "cpp": ["io"], "java": ["io"], "go": ["io"],
               "rust": ["io", "rust_test"], "bash": ["io"]}
 MAX_NESTING = 100  # levels of lists/objects in one item; the sandbox codec stops at 200, pydantic's dump near 255

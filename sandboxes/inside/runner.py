@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import importlib
 import marshal
 import os
 import resource
@@ -274,10 +275,8 @@ def zygote_main(ctl: socket.socket) -> None:
             req, fds = wire.recv_with_fds(ctl)
         except (wire.ChannelClosed, OSError, ValueError):
             os._exit(0)
-        if req.get("warm") == "lint":
-            import lint
-
-            lint.warm_up()
+        if req.get("warm"):  # preload a module for this zygote's jobs (lint, repo_reporter): warm_up() once
+            importlib.import_module(req["warm"]).warm_up()
             wire.send(ctl, {"id": req.get("id"), "warm": True})
             continue
         if req.get("role") == "job":
@@ -456,6 +455,10 @@ class Runner:
         self.zygote = self._start_zygote("zygote")
         self.lint_zygote = self._start_zygote("lint zygote")
         self.judge_zygote = self._start_zygote("judge zygote")
+        # Repo tasks' test processes: pytest is imported into it on the first repo job (repo_judge.py); forked now,
+        # like every zygote, before any job data exists in the runner's memory.
+        self.pytest_zygote = self._start_zygote("pytest zygote")
+        self.pytest_warm = False
         self.zygotes = (self.zygote, self.lint_zygote, self.judge_zygote)
         # The lint zygote imports and exercises pylint now (~1 s), while the runner finishes starting up.
         self.lint_warm_id = self.lint_zygote.send({"warm": "lint"})
@@ -629,6 +632,10 @@ class Runner:
             import measure
 
             return measure.measure_job(self, job, limits)
+        if op == "repo":  # a patch graded by a repository's own tests
+            import repo_judge
+
+            return repo_judge.repo_job(self, job, limits)
         return {"status": "sandbox_error", "error": f"unknown op {op!r}"}
 
     def after_job(self) -> bool:

@@ -1,0 +1,120 @@
+"""SWE-bench-style datasets as rewardbox repo items.
+
+An instance carries `instance_id`, `FAIL_TO_PASS` and `PASS_TO_PASS` (pytest node ids: lists, or JSON-encoded
+lists as in the SWE-bench release), the gold `patch`, and its tests either as `test_files` ({path: content}, the
+files to restore) or as SWE-bench's `test_patch` (a diff, applied here to the snapshot's files to get them). A
+prediction is `{instance_id, model_patch, model_name_or_path}`. Snapshots are .tar.gz archives of the repository
+at the instance's base commit (`git archive`, an sdist, ...), uploaded with POST /repos.
+
+    python -m service.swebench --instances instances.jsonl --archives DIR [--predictions preds.jsonl] \\
+        [--url URL] > items.jsonl
+
+reads DIR/<instance_id>.tar.gz for every instance, uploads it (REWARDBOX_URL or --url), and writes one /reward item
+per prediction (or per instance, with its gold patch, without --predictions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def node_ids(value: Any) -> list[str]:
+    """SWE-bench stores the lists as JSON strings; other datasets as lists."""
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip() else []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError("FAIL_TO_PASS / PASS_TO_PASS must be lists of pytest node ids")
+    return value
+
+
+def to_item(instance: dict[str, Any], repo_id: str, patch: str | None = None, profile: str = "binary",
+            test_files: dict[str, str] | None = None) -> dict[str, Any]:
+    """A /reward item grading `patch` (default: the instance's model_patch, else its gold patch)."""
+    if patch is None:
+        patch = instance.get("model_patch", instance.get("patch", ""))
+    tests: dict[str, Any] = {"kind": "repo", "fail_to_pass": node_ids(instance.get("FAIL_TO_PASS", [])),
+                             "pass_to_pass": node_ids(instance.get("PASS_TO_PASS", [])),
+                             "test_files": test_files if test_files is not None else instance.get("test_files") or {}}
+    if instance.get("test_command"):
+        tests["command"] = instance["test_command"]
+    return {"id": instance["instance_id"], "language": "python", "repo": {"id": repo_id}, "patch": patch or "",
+            "tests": tests, "profile": profile, "metadata": {"instance_id": instance["instance_id"]}}
+
+
+def archive_files(archive: bytes) -> dict[str, bytes]:
+    """The regular files of a .tar.gz, with one top-level folder stripped as the service does."""
+    from .repo_archive import ArchiveLimits, normalize
+
+    normalized = normalize(archive, ArchiveLimits(archive_bytes=1 << 40, unpacked_bytes=1 << 40, files=1 << 30))
+    files = {}
+    with tarfile.open(fileobj=io.BytesIO(normalized.data), mode="r:gz") as tar:
+        for member in tar:
+            if member.isreg():
+                files[member.name] = tar.extractfile(member).read()
+    return files
+
+
+def test_files_from_patch(test_patch: str, files: dict[str, bytes]) -> dict[str, str]:
+    """Apply SWE-bench's test_patch to the snapshot's files (GNU patch, in a scratch directory: trusted dataset
+    content, never a model's patch) and return the files it touches, as they are after it."""
+    patch_tool = shutil.which("patch")
+    if patch_tool is None:
+        raise RuntimeError("applying a test_patch needs GNU patch on this host: apt-get install patch")
+    touched = []
+    for line in test_patch.splitlines():
+        if line.startswith("+++ ") and not line.startswith("+++ /dev/null"):
+            path = line[4:].split("\t")[0].strip()
+            touched.append(path[2:] if path.startswith("b/") else path)
+    with tempfile.TemporaryDirectory(prefix="rewardbox-swebench-") as tmp:
+        for path in touched:
+            if path in files:
+                target = Path(tmp, path)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(files[path])
+        subprocess.run([patch_tool, "-p1", "--force", "--no-backup-if-mismatch", "--quiet"], input=test_patch.encode(),
+                       cwd=tmp, check=True, capture_output=True)
+        return {path: Path(tmp, path).read_text() for path in touched if Path(tmp, path).is_file()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="SWE-bench-style JSONL to rewardbox repo items (JSONL on stdout)")
+    p.add_argument("--instances", required=True, type=Path)
+    p.add_argument("--archives", required=True, type=Path, help="directory of <instance_id>.tar.gz snapshots")
+    p.add_argument("--predictions", type=Path, help="JSONL of {instance_id, model_patch}; default: gold patches")
+    p.add_argument("--url", default=os.environ.get("REWARDBOX_URL", "http://127.0.0.1:8000"))
+    p.add_argument("--profile", default="binary")
+    a = p.parse_args(argv)
+    import httpx
+
+    instances = {i["instance_id"]: i for i in map(json.loads, a.instances.read_text().splitlines()) if i}
+    predictions = ([json.loads(line) for line in a.predictions.read_text().splitlines() if line.strip()]
+                   if a.predictions else [{"instance_id": k, "model_patch": None} for k in instances])
+    repo_ids: dict[str, str] = {}
+    test_files: dict[str, dict[str, str]] = {}
+    with httpx.Client(base_url=a.url, timeout=300) as client:
+        for pred in predictions:
+            iid = pred["instance_id"]
+            instance = instances[iid]
+            if iid not in repo_ids:
+                archive = (a.archives / f"{iid}.tar.gz").read_bytes()
+                r = client.post("/repos", content=archive, headers={"content-type": "application/gzip"})
+                r.raise_for_status()
+                repo_ids[iid] = r.json()["id"]
+                if not instance.get("test_files") and instance.get("test_patch"):
+                    test_files[iid] = test_files_from_patch(instance["test_patch"], archive_files(archive))
+            item = to_item(instance, repo_ids[iid], pred.get("model_patch"), a.profile, test_files.get(iid))
+            sys.stdout.write(json.dumps(item) + "\n")
+
+
+if __name__ == "__main__":
+    main()
