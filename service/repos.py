@@ -264,5 +264,6 @@ async def get_repo(repo_id: str, request: Request) -> JSONResponse:
         raise HTTPException(422, detail="repo id: 64 lowercase hex digits (the sha256 of the archive)")
     info = await request.app.state.repos.info(repo_id)
     if info is None:
-        return JSONResponse({"id": repo_id, "exists": False, "detail": "repo.id: " + not_stored_msg(repo_id)}, status_code=404)
+        return JSONResponse({"id": repo_id, "exists": False, "detail": "repo.id: " + not_stored_msg(repo_id)},
+                            status_code=404)
     return JSONResponse({**asdict(info), "exists": True})
