@@ -20,6 +20,7 @@ from typing import Any
 
 from sandboxes import Job, Limits, Result, SandboxPool, Status
 
+from .flags import python_flags
 from .outcome import Outcome, Verdict
 from .tests import _execution
 
@@ -107,7 +108,7 @@ def outcome_from(result: Result, fail_to_pass: list[str], pass_to_pass: list[str
         v = by_name.get(name) or {"passed": False, "status": "not_run", "message": "no verdict"}
         verdicts.append(Verdict(name, v.get("passed") is True, str(v.get("status")), str(v.get("message", ""))))
     tampered = event.get("tampered")
-    flags = sorted(set(event.get("flags") or []) | ({"harness_patch"} if tampered else set())
+    flags = sorted(added_flags(event.get("changed_sources")) | ({"harness_patch"} if tampered else set())
                    | ({"tests_or_config_edited"} if event.get("restored") else set()))
     outcome = Outcome("failed", executable=bool(event.get("executable")) and not tampered, verdicts=verdicts,
                       flags=flags)
@@ -142,3 +143,12 @@ def _message(event: dict, tampered: str | None, outcome: Outcome) -> str:
         return f"the test process ended early (exit code {event.get('exit_code')})"
     failed = [v for v in outcome.verdicts if not v.passed]
     return f"{len(failed)} of {len(outcome.verdicts)} listed tests failed" if failed else ""
+
+
+def added_flags(pairs: object) -> set[str]:
+    """The suspicious constructs a change added: those of its changed statements minus those they had before."""
+    found: set[str] = set()
+    for pair in pairs if isinstance(pairs, list) else []:
+        if isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair):
+            found |= set(python_flags(pair[1])) - set(python_flags(pair[0]))
+    return found

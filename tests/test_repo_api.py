@@ -181,7 +181,7 @@ def test_an_inline_archive_is_stored_and_an_unknown_repo_is_refused_with_upload_
     assert "upload it again" in batch[0]["message"]
     assert batch[1]["status"] == "passed"
     bad = api.post("/reward", json={**item("0" * 64, ""), "repo": {"archive_b64": "not base64!"}})
-    assert bad.status_code == 422 and "repo.archive_b64" in bad.text
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "repo", "archive_b64"]
     assert "repo" in api.get("/v1/info").json()["test_kinds"]["python"]
 
 

@@ -11,7 +11,7 @@ import tarfile
 
 import pytest
 
-from graders.repo import outcome_from, strip_level
+from graders.repo import added_flags, outcome_from, strip_level
 from sandboxes import Result, Status
 from sandboxes.backends.base import RUNNER_DIR
 from service.cache import cache_key
@@ -123,7 +123,7 @@ def test_changed_statements_only_are_flagged_and_old_constructs_do_not_count():
     new = old.replace("return 1", "return sys._getframe()")
     before, after = repo_judge._changed_parts(old, new)
     assert after.startswith("def b") and "exit" not in after
-    assert repo_judge._flags(after) - repo_judge._flags(before) == {"introspection"}
+    assert added_flags([[before, after]]) == {"introspection"}
 
 
 def test_repo_diff_marks_missing_newlines_and_refuses_binary():

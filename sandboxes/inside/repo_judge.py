@@ -24,7 +24,6 @@ Result: the process's accounting plus one {"event": "repo", ...} with a verdict 
 
 from __future__ import annotations
 
-import ast
 import base64
 import json
 import os
@@ -33,7 +32,6 @@ import sys
 import time
 import traceback
 
-import candidate_host
 import repo_workspace as ws
 import wire
 
@@ -47,6 +45,7 @@ HELPER_LIMITS = {"wall_s": 60.0, "total_s": 60.0, "cpu_s": 60.0, "memory_mb": 20
 PATCH_LIMITS = {**HELPER_LIMITS, "wall_s": 20.0, "cpu_s": 20.0, "memory_mb": 512, "file_size_mb": 64}
 READ_CAP = 64 << 20
 MESSAGE_CAP = 2000
+CHANGED_SOURCE_CAP = 4 << 20  # characters of changed statements sent back for flagging
 ROOM_MARGIN_BYTES = 16 << 20  # /scratch left for the candidate's home and pytest's own files
 ROOM_MARGIN_INODES = 512
 EXIT_GRACE_S = 0.5  # after the test process exits, how long its report pipe may stay open (a forked child)
@@ -93,7 +92,7 @@ def repo_job(runner, job: dict, limits: dict) -> dict:
     marks["fix_up_ms"] = _ms(t)
     if "error" in fix:
         return _patch_failed(event, fix["error"], marks)
-    event.update({k: fix[k] for k in ("changed", "deleted", "restored", "flags")})
+    event.update({k: fix[k] for k in ("changed", "deleted", "restored", "changed_sources")})
     t = time.monotonic()
     result = _run_tests(runner, job, limits, fix, started + float(limits["total_s"]), event)
     marks["tests_ms"] = _ms(t)
@@ -260,7 +259,7 @@ def _fix_up(snap: ws.Snapshot, job: dict) -> dict:
     ws.materialize({rel: ws.Entry("f", data) for rel, data in snap.site.items()}, SITE)
     untrusted = sorted(set(changed + added) - set(restored))
     return {"changed": untrusted, "deleted": deleted, "restored": sorted(restored),
-            "flags": _new_flags(snap, untrusted),
+            "changed_sources": _changed_sources(snap, untrusted),
             "present": sorted(rel for rel in {_file_of(n) for n in job.get("tests") or []}
                               if ws.read_file(WORKSPACE, rel, 0) is not None)}
 
@@ -279,18 +278,21 @@ def _file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-def _new_flags(snap: ws.Snapshot, paths: list[str]) -> list[str]:
-    """Suspicious constructs (candidate_host's list) the change added to the repository's Python files: those of
-    the changed top-level statements, minus those the same statements had in the snapshot."""
-    found: set[str] = set()
+def _changed_sources(snap: ws.Snapshot, paths: list[str]) -> list[list[str]]:
+    """[before, after] of the changed top-level statements of each Python file the change touched: the host flags
+    the constructs the change added (graders/flags.py: the same rules as for single programs)."""
+    pairs, total = [], 0
     for rel in paths:
         if not rel.endswith(".py"):
             continue
         new = (ws.read_file(WORKSPACE, rel, READ_CAP) or b"").decode(errors="replace")
         old = (snap.file(rel) or b"").decode(errors="replace")
         old_part, new_part = _changed_parts(old, new)
-        found |= _flags(new_part) - _flags(old_part)
-    return sorted(found)
+        total += len(old_part) + len(new_part)
+        if total > CHANGED_SOURCE_CAP:
+            break
+        pairs.append([old_part, new_part])
+    return pairs
 
 
 def _changed_parts(old: str, new: str) -> tuple[str, str]:
@@ -319,15 +321,6 @@ def _statements(lines: list[str], lo: int, hi: int) -> str:
     while end < len(lines) and not top(lines[end]):
         end += 1
     return "\n".join(lines[max(start, 0):end])
-
-
-def _flags(source: str) -> set[str]:
-    if not source.strip():
-        return set()
-    try:
-        return set(candidate_host.suspicious_constructs(ast.parse(source)))
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return set()
 
 
 # ------------------------------------------------------------------------------------------ step 4
