@@ -33,6 +33,8 @@ import re
 import zlib
 from collections.abc import Callable
 
+from . import pyast
+
 EXIT_CALLS = {"exit", "quit", "_exit", "abort", "kill", "killpg", "skip", "SkipTest", "SystemExit",
               "KeyboardInterrupt", "GeneratorExit"}
 COMPARISON_DUNDERS = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__bool__",
@@ -69,7 +71,7 @@ def python_flags(code: str) -> list[str]:
 
 def _scan(code: str | bytes, nesting: int) -> set[str]:
     try:
-        tree = ast.parse(code)
+        tree = pyast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError, UnicodeDecodeError):
         return set()
     try:

@@ -27,6 +27,8 @@ from typing import Any
 
 from sandboxes import Job, Limits, SandboxPool, Status
 
+from . import pyast
+
 PYLINT_WEIGHT = 0.7
 MI_WEIGHT = 0.3
 MAX_MESSAGES_IN_RESPONSE = 20  # lint messages (id, symbol, line, text) kept in a response; message_count says all
@@ -130,7 +132,7 @@ def lint_roots(tests: Any) -> list[str] | None:
         return [entry.split(".", 1)[0]]
     test_code = getattr(tests, "test_code", "") or ""
     try:
-        tree = ast.parse(test_code)
+        tree = pyast.parse(test_code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}

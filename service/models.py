@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
+
+from graders import pyast
 
 from .repo_models import RepoRef, RepoTests, check_repo_fields
 
@@ -43,11 +46,9 @@ class Scaling(Strict):
 
     @model_validator(mode="after")
     def _defines_function(self) -> Scaling:
-        import ast
-
         try:
-            tree = ast.parse(self.generator)
-        except SyntaxError as e:
+            tree = pyast.parse(self.generator)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
             raise ValueError(f"generator does not parse: {e}") from None
         if not any(isinstance(s, ast.FunctionDef) and s.name == self.function for s in tree.body):
             raise ValueError(f"generator defines no function {self.function!r}")

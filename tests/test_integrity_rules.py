@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import codecs
+import re
 import sys
 import zlib
 from pathlib import Path
@@ -254,3 +255,14 @@ def test_rust_canonical_style_code_is_not_refused():
     code = ("fn explain() -> String {\n    let s = String::from(\"checks whether n is prime\");\n"
             "    s.to_lowercase()\n}\n")
     assert forbidden_constructs(code, EXPLAIN_TEST) == []
+
+
+def test_the_service_process_parses_python_only_through_the_locked_parser():
+    """Flags, lint roots and validation parse from the event loop and from threads at once; CPython 3.11's AST
+    conversion is not thread-safe (graders/pyast.py), so no host-side module may call ast.parse itself."""
+    root = Path(__file__).resolve().parent.parent
+    direct = re.compile(r"(?<!\w)ast\.parse\(")
+    offenders = [str(p.relative_to(root)) for folder in ("service", "graders", "sandboxes", "rewardbox")
+                 for p in (root / folder).rglob("*.py")
+                 if "inside" not in p.parts and p.name != "pyast.py" and direct.search(p.read_text())]
+    assert offenders == []
