@@ -26,6 +26,7 @@ from .models import MAX_DEADLINE_S, PROFILES, SUPPORTED_LANGUAGES, BatchRequest,
 from .reward import DEFAULT_WEIGHTS
 from .schema import ERRORS, retry_after
 from .session_routes import router as session_router
+from .session_rpc import RemoteSessions
 from .sessions import SessionManager
 from .store import RolloutStore
 from .validation import TEST_KINDS, InvalidRequest, Problem, request_errors
@@ -46,6 +47,8 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
             await executor.start()
             app.state.store = executor.store
             app.state.executor = executor
+            app.state.sessions = RemoteSessions(executor.queue.redis, executor.queue.prefix, executor.score_many,
+                                                metrics.registry)
             yield
             await executor.close()
             return
@@ -58,7 +61,7 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
         app.state.store = store
         app.state.executor = LocalExecutor(p, settings, metrics, store)
         await app.state.executor.start()
-        app.state.sessions = await SessionManager.embedded(p.backend, app.state.repos, app.state.executor,
+        app.state.sessions = await SessionManager.embedded(p.backend, app.state.repos, app.state.executor.score_many,
                                                            metrics.registry, session_pool)
         yield
         await app.state.sessions.close()

@@ -9,7 +9,8 @@
     POST   /sessions/{id}/reward     {"tests": {kind "repo"}, "profile"?} -> ItemResult
     DELETE /sessions/{id}
 
-In distributed mode (REDIS_URL) sessions are not served yet: every route answers 501 saying so.
+The manager is a SessionManager in embedded mode, a RemoteSessions (service/session_rpc.py: each session pinned
+to one worker, calls routed through Redis) in distributed mode; both have the same surface.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ _ANSWERS: dict[int, dict[str, Any]] = {
     404: {"model": Message, "description": "no session with this id was ever open here (or no such file)"},
     410: {"model": Message, "description": "the session ended: deleted, expired (ttl_s), or its worker died"},
     415: {"model": Message, "description": "the file is not UTF-8 text"},
-    501: {"model": Message, "description": "sessions are not served in this mode (distributed, for now)"},
+    501: {"model": Message, "description": "sessions are not served by this process"},
 }
 
 
@@ -46,8 +47,7 @@ SESSION_ERRORS = _errors(404, 410, 422, 501)
 def _manager(request: Request) -> SessionManager:
     manager = getattr(request.app.state, "sessions", None)
     if manager is None:
-        raise HTTPException(501, detail="agent sessions are served in embedded mode only for now: this service "
-                                        "runs in distributed mode (REDIS_URL), where sessions are not implemented")
+        raise HTTPException(501, detail="agent sessions are not served by this process (no session manager)")
     return manager
 
 
@@ -80,8 +80,8 @@ async def create_session(body: CreateSession, request: Request) -> dict[str, Any
 @router.get("/sessions")
 async def list_sessions(request: Request) -> dict[str, Any]:
     manager = _manager(request)
-    sessions = manager.list()
-    return {"sessions": sessions, "open": len(sessions), "bytes": manager.total_bytes(),
+    sessions = await manager.list_open()
+    return {"sessions": sessions, "open": len(sessions), "bytes": sum(s["bytes"] for s in sessions),
             "max_open": manager.settings.max_open, "max_bytes": manager.settings.max_bytes}
 
 
@@ -97,7 +97,7 @@ async def exec_command(sid: str, body: ExecRequest, request: Request) -> dict[st
 async def read_file(sid: str, request: Request, path: str = Query(..., min_length=1, max_length=1024)
                     ) -> dict[str, Any]:
     try:
-        node = _manager(request).read(sid, path)
+        node = await _manager(request).read(sid, path)
     except SessionGone as e:
         raise _gone(e) from None
     except PathError as e:
@@ -124,7 +124,7 @@ async def write_file(sid: str, body: WriteFile, request: Request) -> dict[str, A
 @router.get("/sessions/{sid}/diff", responses=SESSION_ERRORS)
 async def diff(sid: str, request: Request) -> dict[str, Any]:
     try:
-        patch, skipped = _manager(request).diff(sid)
+        patch, skipped = await _manager(request).diff(sid)
     except SessionGone as e:
         raise _gone(e) from None
     return {"patch": patch, "not_in_patch": skipped}
@@ -155,7 +155,7 @@ async def reward(sid: str, body: SessionReward, request: Request) -> ItemResult:
 @router.delete("/sessions/{sid}", responses=SESSION_ERRORS)
 async def delete(sid: str, request: Request) -> dict[str, Any]:
     try:
-        _manager(request).delete(sid)
+        await _manager(request).delete(sid)
     except SessionGone as e:
         raise _gone(e) from None
     return {"session_id": sid, "deleted": True}

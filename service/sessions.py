@@ -16,6 +16,8 @@ what isolates sessions, forks included: a fork is a copy of the delta, here.
   expired sessions every second. Admission: REWARDBOX_SESSIONS_MAX open sessions and REWARDBOX_SESSIONS_MAX_MB of
   workspace bytes (snapshot plus delta, as last measured) in all; beyond, 429 with Retry-After.
 
+In distributed mode each worker runs one of these, served through Redis (service/session_rpc.py).
+
 Settings (read once, here): REWARDBOX_SESSIONS_MAX (64), REWARDBOX_SESSIONS_MAX_MB (4096),
 REWARDBOX_SESSION_POOL_SIZE (2).
 """
@@ -48,6 +50,7 @@ TAIL_CHARS = 2000  # of each command's stdout and stderr kept in the history
 HISTORY_CAP = 500  # entries kept in a session's history (the oldest go first)
 TOMBSTONES = 100_000  # ids of ended sessions remembered, so that they answer 410 rather than 404
 SNAPSHOT_CACHE = 8  # parsed snapshots kept on the host
+MAX_DELTA_BYTES = 40 << 20  # changed bytes a session may hold: each command's job carries them (inside/session_exec.py)
 
 
 @dataclass(frozen=True)
@@ -131,19 +134,20 @@ class SessionManager:
         self._holders: dict[str, set[str]] = {}  # repo id -> sandboxes of the pool known to hold it
         self._reaper: asyncio.Task | None = None
         self._own_pool = False
+        self.on_end: Callable[[str], None] | None = None  # distributed mode: the directory forgets the session
         self._pool_started = True
         self._pool_lock = asyncio.Lock()
 
     @classmethod
-    async def embedded(cls, backend: Any, repos: Any, executor: Any, registry: CollectorRegistry,
+    async def embedded(cls, backend: Any, repos: Any, score: Score, registry: CollectorRegistry,
                        pool: SandboxPool | None = None) -> SessionManager:
         """The manager of embedded mode: a session pool of its own (started with the first session, so that a
         service nobody opens sessions on runs no extra sandboxes), the repo store's snapshots, the executor's
-        scoring."""
+        scoring (a worker passes none: in distributed mode the API grades)."""
         settings = SessionSettings.from_env()
         own = pool is None
         pool = pool or SandboxPool(backend, size=settings.pool_size, acquire_timeout_s=120.0)
-        manager = cls(pool, repos.data, executor.score_many, registry, settings)
+        manager = cls(pool, repos.data, score, registry, settings)
         manager._own_pool = own
         manager._pool_started = not own
         await manager.start()
@@ -179,19 +183,24 @@ class SessionManager:
         if self.sessions.pop(sid, None) is not None:
             self.metrics.events.labels(event).inc()
         self.ended[sid] = why
+        if self.on_end is not None:
+            self.on_end(sid)
         while len(self.ended) > TOMBSTONES:
             self.ended.popitem(last=False)
         self._gauges()
 
-    def delete(self, sid: str) -> None:
+    async def delete(self, sid: str) -> None:
         self.get(sid)
         self._end(sid, "deleted")
 
-    def list(self) -> list[dict[str, Any]]:
+    async def list_open(self) -> list[dict[str, Any]]:
+        self._sweep()
+        return [s.summary(self.owner) for s in self.sessions.values()]
+
+    def _sweep(self) -> None:
         now = time.time()
         for sid in [s.id for s in self.sessions.values() if now >= s.expires_at]:
             self.get_or_none(sid)
-        return [s.summary(self.owner) for s in self.sessions.values()]
 
     def get_or_none(self, sid: str) -> Session | None:
         try:
@@ -202,7 +211,7 @@ class SessionManager:
     async def _reap_forever(self) -> None:
         while True:
             await asyncio.sleep(1.0)
-            self.list()
+            self._sweep()
 
     def _gauges(self) -> None:
         self.metrics.open.set(len(self.sessions))
@@ -272,7 +281,7 @@ class SessionManager:
 
     # -- files
 
-    def read(self, sid: str, path: str) -> Node:
+    async def read(self, sid: str, path: str) -> Node:
         return self.get(sid).workspace.read(path)
 
     async def write(self, sid: str, path: str, content: str) -> None:
@@ -282,6 +291,8 @@ class SessionManager:
             data = content.encode()
             old = session.workspace.node(path) if path else None
             grown = len(data) - (len(old.data) if old is not None and old.kind == "f" else 0)
+            if session.workspace.size() + len(data) > MAX_DELTA_BYTES:
+                raise PathError(f"content: the session's changes would pass {MAX_DELTA_BYTES >> 20} MiB", 413)
             if session.bytes + grown > session.limits.workspace_mb * (1 << 20):
                 raise PathError(f"content: the workspace would hold more than {session.limits.workspace_mb:g} MB",
                                 413)
@@ -290,7 +301,7 @@ class SessionManager:
             session.remember({"write": path, "bytes": len(content.encode())})
         self._gauges()
 
-    def diff(self, sid: str) -> tuple[str, list[str]]:
+    async def diff(self, sid: str) -> tuple[str, list[str]]:
         return self.get(sid).workspace.diff()
 
     # -- commands
@@ -349,18 +360,40 @@ class SessionManager:
 
     # -- reward
 
-    async def reward(self, sid: str, tests: Any, profile: str, client_id: str | None) -> ItemResult:
+    async def submission(self, sid: str) -> Submission:
+        """What a reward grades: the diff and the history as they are now (no command is changing them)."""
         session = self.get(sid)
         async with session.lock:
             self.get(sid)
             patch, skipped = session.workspace.diff()
-            history = list(session.history)
-        item = RewardItem.model_validate({
-            "id": client_id, "language": "python", "repo": {"id": session.repo_id}, "patch": patch,
-            "tests": tests.model_dump(), "profile": profile,
-            "metadata": {"session": {"id": session.id, "parent": session.parent, "history": history,
-                                     "not_in_patch": skipped}}})
-        result = (await self.score([item]))[0]
-        result.details["session"] = {"id": session.id, "commands": session.execs, "not_in_patch": skipped}
-        self.metrics.rewards.labels(result.status).inc()
-        return result
+            return Submission(session.id, session.repo_id, patch, skipped, list(session.history), session.parent,
+                              session.execs)
+
+    async def reward(self, sid: str, tests: Any, profile: str, client_id: str | None) -> ItemResult:
+        return await grade(await self.submission(sid), tests, profile, client_id, self.score, self.metrics)
+
+
+@dataclass(frozen=True)
+class Submission:
+    session_id: str
+    repo_id: str
+    patch: str
+    not_in_patch: list[str]
+    history: list[dict[str, Any]]
+    parent: str | None
+    commands: int
+
+
+async def grade(sub: Submission, tests: Any, profile: str, client_id: str | None, score: Score,
+                metrics: SessionMetrics) -> ItemResult:
+    """The submission as a repo item whose patch is the session's diff, scored like any item (so stored as a
+    rollout, its metadata carrying the session's history)."""
+    item = RewardItem.model_validate({
+        "id": client_id, "language": "python", "repo": {"id": sub.repo_id}, "patch": sub.patch,
+        "tests": tests.model_dump(), "profile": profile,
+        "metadata": {"session": {"id": sub.session_id, "parent": sub.parent, "history": sub.history,
+                                 "not_in_patch": sub.not_in_patch}}})
+    result = (await score([item]))[0]
+    result.details["session"] = {"id": sub.session_id, "commands": sub.commands, "not_in_patch": sub.not_in_patch}
+    metrics.rewards.labels(result.status).inc()
+    return result

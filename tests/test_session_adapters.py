@@ -1,6 +1,5 @@
 """The session adapters over the real service (HTTP only): the client's RepoEnv and tool schema, the TRL
-environment_factory class (probed the way GRPOTrainer probes it), the verl BaseTool; and distributed mode's
-sessions routes answering 501 rather than hanging."""
+environment_factory class (probed the way GRPOTrainer probes it), the verl BaseTool."""
 
 from __future__ import annotations
 
@@ -15,9 +14,6 @@ import pytest
 from rewardbox.sessions import TOOLS, RepoEnv, Session
 from service.repo_archive import repo_bytes
 from trainer.client import Client, HTTPStatusError
-
-from .distributed import start_cluster
-from .test_distributed import procs, redis_server  # noqa: F401 - the fixtures
 
 CALC = {"pkg/__init__.py": b"", "pkg/calc.py": b"def add(a, b):\n    return a - b\n",
         "tests/test_calc.py": b"from pkg.calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"}
@@ -125,12 +121,3 @@ def test_verl_tool_shares_one_session_per_trajectory_and_submit_is_the_reward(se
     fixed, untouched, reward, metrics, reward2 = asyncio.run(trajectories())
     assert "a + b" in fixed and "a - b" in untouched
     assert reward == 1.0 and metrics["reward"] == 1.0 and reward2 == 0.0
-
-
-def test_sessions_routes_answer_501_in_distributed_mode(redis_server, procs):  # noqa: F811
-    _prefix, _env, _r, _api, url = start_cluster(redis_server, procs, workers=1)
-    with httpx.Client(base_url=url, timeout=30) as api:
-        for method, path, body in (("POST", "/sessions", {"repo": {"id": "0" * 64}}), ("GET", "/sessions", None),
-                                   ("POST", "/sessions/x/exec", {"command": "true"})):
-            r = api.request(method, path, json=body)
-            assert r.status_code == 501 and "distributed mode" in r.text, r.text

@@ -36,6 +36,9 @@ import wire
 
 WORKSPACE = "/scratch/c/ws"
 READ_CAP = 64 << 20
+# Changed bytes one command may leave (they travel back base64-encoded in one frame, and the host's frame cap is
+# 64 MiB: more would break the channel, a fault of ours caused by the program).
+DELTA_CAP = 40 << 20
 
 
 def session_job(runner, job: dict, limits: dict) -> dict:
@@ -133,7 +136,7 @@ def _delta(snap: ws.Snapshot, max_bytes: int, max_inodes: int) -> dict:
     _own_everything(WORKSPACE)
     tree = ws.scan(WORKSPACE)
     delta: dict[str, dict] = {}
-    nbytes = 0
+    nbytes = changed = 0
     for rel, kind in tree.items():
         old = snap.entries.get(rel)
         if kind == "d":
@@ -152,6 +155,10 @@ def _delta(snap: ws.Snapshot, max_bytes: int, max_inodes: int) -> dict:
             executable = bool(os.lstat(os.path.join(WORKSPACE, rel)).st_mode & 0o100)
             if old is None or old.kind != "f" or old.data != data or old.executable != executable:
                 delta[rel] = {"k": "f", "b64": base64.b64encode(data).decode(), "x": executable}
+                changed += len(data)
+        if changed > DELTA_CAP:
+            return {"workspace_limit": f"the command left more than {DELTA_CAP >> 20} MiB of changed files: its "
+                                       "changes are dropped", "bytes": nbytes, "inodes": len(tree)}
         if nbytes > max_bytes or len(tree) > max_inodes:
             return {"workspace_limit": f"the workspace holds more than {max_bytes} bytes or {max_inodes} entries: "
                                        "the command's changes are dropped", "bytes": nbytes, "inodes": len(tree)}
