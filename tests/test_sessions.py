@@ -11,6 +11,7 @@ import os
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -30,10 +31,6 @@ CALC = {
 }
 CALC_TESTS = {"kind": "repo", "fail_to_pass": ["tests/test_calc.py::test_add"]}
 TOOLZ = next(t for t in tasks() if t["instance_id"] == "toolz-1.2.0-bug0")
-# One hack of each kind the trusted side must defeat (restored files, harness tampering, a package that exits).
-SESSION_HACKS = [h for h in HACKS if h.name in ("edit_test_files", "delete_test_files", "conftest_at_root",
-                                                 "sitecustomize_usercustomize_pth", "os_exit_at_import",
-                                                 "monkeypatch_testreport")]
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -242,7 +239,7 @@ def toolz_id(api) -> str:
     return r.json()["id"]
 
 
-@pytest.mark.parametrize("hack", SESSION_HACKS, ids=lambda h: h.name)
+@pytest.mark.parametrize("hack", HACKS, ids=lambda h: h.name)
 def test_hacks_planted_in_a_session_do_not_earn_its_reward(api, toolz_id, hack):
     files = swebench.archive_files(TOOLZ["archive"])
     sid = new(api, toolz_id)
@@ -263,6 +260,21 @@ def test_the_gold_patch_applied_in_a_session_earns_the_reward(api, toolz_id):
     tests = swebench.to_item(TOOLZ, toolz_id)["tests"]
     result = api.post(f"/sessions/{sid}/reward", json={"tests": tests}).json()
     assert result["status"] == "passed", result
+
+
+def test_long_session_commands_do_not_take_sandboxes_from_scoring(api, calc_id):
+    """Both session sandboxes busy with a slow command: /reward still answers at once (its own pool)."""
+    sids = [new(api, calc_id) for _ in range(2)]
+    with ThreadPoolExecutor(2) as ex:
+        slow = [ex.submit(sh, api, sid, "sleep 6; echo done") for sid in sids]
+        time.sleep(1.0)
+        started = time.monotonic()
+        r = api.post("/reward", json={"code": "def f():\n    return 1\n", "profile": "binary", "tests": {
+            "kind": "function", "entry_point": "f", "cases": [{"args": [], "expected": 1}]}})
+        took = time.monotonic() - started
+        assert r.status_code == 200 and r.json()["status"] == "passed", r.text
+        assert took < 4.0 and not any(f.done() for f in slow), took
+        assert [f.result()["stdout"] for f in slow] == ["done\n", "done\n"]
 
 
 # ---------------------------------------------------------------------------------------------------- life
