@@ -50,6 +50,8 @@ class Job:
     each run's CPU time and peak memory.
     op "repo": ``repo`` = snapshot, change and tests (see inside/repo_judge.py); the result's ``events`` hold the
     per-test verdicts.
+    op "session": ``repo`` = snapshot, delta and command of an agent session (see inside/session_exec.py); the
+    result's ``events`` hold the session's new delta.
     """
 
     op: str
@@ -72,7 +74,7 @@ class Job:
             job["roots"] = (self.program or {}).get("roots")  # the names the tests call (lint.py)
         elif self.op == "measure":
             job.update(self.measure or {})
-        elif self.op == "repo":
+        elif self.op in ("repo", "session"):
             job.update(self.repo or {})
         else:
             for key in ("program", "stdin", "files", "fetch_files", "env", "candidate", "judge"):
@@ -83,7 +85,7 @@ class Job:
 
     def deadline_s(self) -> float:
         """How long the host waits for the runner before declaring the sandbox broken."""
-        own = self.limits.total_s if self.op in ("judge", "measure", "repo") else self.limits.wall_s
+        own = self.limits.total_s if self.op in ("judge", "measure", "repo", "session") else self.limits.wall_s
         return own + 10.0
 
 

@@ -25,13 +25,17 @@ from .metrics import Metrics, RequestCounter
 from .models import MAX_DEADLINE_S, PROFILES, SUPPORTED_LANGUAGES, BatchRequest, BatchResult, ItemResult, RewardItem
 from .reward import DEFAULT_WEIGHTS
 from .schema import ERRORS, retry_after
+from .session_routes import router as session_router
+from .session_rpc import RemoteSessions
+from .sessions import SessionManager
 from .store import RolloutStore
 from .validation import TEST_KINDS, InvalidRequest, Problem, request_errors
 
 THREAD_AT = 64  # results: larger answers are serialised in a thread (the event loop keeps serving meanwhile)
 
 
-def create_app(settings: Settings | None = None, pool: SandboxPool | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, pool: SandboxPool | None = None,
+               session_pool: SandboxPool | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
 
     @asynccontextmanager
@@ -43,6 +47,8 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
             await executor.start()
             app.state.store = executor.store
             app.state.executor = executor
+            app.state.sessions = RemoteSessions(executor.queue.redis, executor.queue.prefix, executor.score_many,
+                                                metrics.registry)
             yield
             await executor.close()
             return
@@ -55,7 +61,10 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
         app.state.store = store
         app.state.executor = LocalExecutor(p, settings, metrics, store)
         await app.state.executor.start()
+        app.state.sessions = await SessionManager.embedded(p.backend, app.state.repos, app.state.executor.score_many,
+                                                           metrics.registry, session_pool)
         yield
+        await app.state.sessions.close()
         if own:
             await p.close()
         if store is not None:
@@ -78,6 +87,7 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
     app.include_router(rollouts.router)
     app.include_router(dashboard.router)
     app.include_router(repos.router)
+    app.include_router(session_router)
     app.state.repos = repos.repo_store(settings)
     app.mount("/static", StaticFiles(directory=dashboard.STATIC), name="static")
 

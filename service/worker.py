@@ -21,6 +21,7 @@ import time
 import uuid
 from typing import Any
 
+from prometheus_client import CollectorRegistry
 from redis.exceptions import RedisError, ResponseError
 
 from sandboxes import SandboxPool, choose_backend
@@ -31,7 +32,10 @@ from .fair import ITEMS, RUNS, item_scope, request_scope
 from .models import RewardItem
 from .redis_queue import DOWN, GROUP, HEARTBEAT_S, Queue, job_from_wire, not_started_payload
 from .redis_store import rollout_record
+from .repos import repo_store
 from .scoring import Scorer
+from .session_rpc import SessionServer
+from .sessions import SessionManager
 
 log = logging.getLogger("rewardbox.worker")
 MAX_DELIVERIES = 3  # a job whose worker died this many times is answered infra_error rather than tried again
@@ -57,6 +61,8 @@ class Worker:
         await self._until_redis(self.queue.ensure_group)
         await self._until_redis(self.queue.check_epoch)
         beat = asyncio.create_task(self._heartbeat())
+        sessions = await self._session_server()
+        sessions_task = asyncio.create_task(sessions.run())
         log.info("worker %s: %d slots on %d sandboxes", self.name, self.concurrency, self.pool.size)
         last_claim = 0.0
         try:
@@ -89,6 +95,8 @@ class Worker:
                 for entry, fields in entries:
                     self._start(entry, fields, claimed)
         finally:
+            sessions_task.cancel()
+            await sessions.close()
             await self._drain()
             beat.cancel()
             try:
@@ -98,6 +106,12 @@ class Worker:
             except RedisError as e:  # what we hold stays pending: another worker claims it after claim_idle_s
                 log.error("handing back on exit failed: %s", e)
             await self.queue.close()
+
+    async def _session_server(self) -> SessionServer:
+        """Agent sessions pinned to this worker (service/session_rpc.py), on a session pool of their own."""
+        manager = await SessionManager.embedded(self.pool.backend, repo_store(self.settings), _api_grades,
+                                                CollectorRegistry())
+        return SessionServer(self.queue.redis, self.queue.prefix, self.name, manager)
 
     async def _well_formed(self, entries: list) -> list:
         """Entries this version can run; anything else (written by hand, or by another version) is dropped with a
@@ -279,6 +293,10 @@ class Worker:
             await asyncio.wait_for(self._stopping.wait(), seconds)
         except TimeoutError:
             pass
+
+
+async def _api_grades(items: list) -> list:
+    raise RuntimeError("session rewards are graded by the API process (service/session_rpc.py)")
 
 
 async def serve(settings: Settings) -> None:

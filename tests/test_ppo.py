@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from trainer.ppo import Config, group_scores, train
-from trainer.tasks import named_function_task
+from trainer.tasks import FUNCTIONS, named_function_task
 from trainer.tiny import byte_tokenizer, tiny_llama, warm_started
 
 # Measured (README, "Policy client (PPO)"): last-10 minus first-10 mean reward 0.07-0.10 over seeds 0-3.
@@ -110,3 +110,22 @@ def test_log_probs_of_a_left_padded_batch_match_each_row_scored_alone():
             alone = Rollouts(ids, torch.ones_like(ids), batch.mask[i:i + 1], prompt_ids.shape[1], batch.texts[i:i + 1])
             logp, _ = token_logprobs(policy, alone, temperature=1.0)
             assert torch.allclose(logp[batch.mask[i:i + 1].bool()], together[i][batch.mask[i].bool()], atol=1e-4)
+
+
+def test_ppo_agent_mode_acts_each_completion_out_in_a_session_before_it_is_graded(server: str, warm_checkpoint: str,
+                                                                                  tmp_path):
+    from trainer.agent import SessionGrader, task_repo
+    from trainer.client import Client
+
+    log = train(Config(url=server, model=warm_checkpoint, out=str(tmp_path), steps=1, prompts_per_step=2,
+                       group_size=4, agent=True))
+    assert log[0]["null_rewards"] == 0 and sum(log[0]["statuses"].values()) == 8, log[0]
+    task = named_function_task(next(iter(FUNCTIONS)))
+    files, tests = task_repo(task)
+    assert set(files) == {"solution.py", "tests/test_solution.py"} and len(tests["fail_to_pass"]) > 1
+    with Client(server) as client:
+        grader = SessionGrader(client)
+        right, wrong = grader.grade([task, task], [task.prompt + task.solution, "def f(x):\n    return None\n"])
+        grader.close()
+    assert right["status"] == "passed" and right["reward"] == 1.0, right
+    assert wrong["status"] == "failed" and "failed" in wrong["details"]["agent_transcript"][-1], wrong

@@ -84,8 +84,8 @@ class _Policy:
         return response is None or response.status_code in RETRY_STATUSES
 
     @staticmethod
-    def body(response: httpx.Response) -> Any:
-        if response.status_code != 200:
+    def body(response: httpx.Response, ok: tuple[int, ...] = (200,)) -> Any:
+        if response.status_code not in ok:
             raise HTTPStatusError(response.status_code, response.text)
         try:
             return response.json()
@@ -131,7 +131,7 @@ class Client(_Policy):
         super().__init__(*args, **kwargs)
         self._http = httpx.Client(**self._http_options)
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _request(self, method: str, path: str, ok: tuple[int, ...] = (200,), **kwargs: Any) -> Any:
         for attempt in range(self.retries + 1):
             try:
                 response = self._http.request(method, path, **kwargs)
@@ -145,8 +145,13 @@ class Client(_Policy):
             if self.retry(response, attempt):
                 time.sleep(self.delay(response, attempt))
                 continue
-            return self.body(response)
+            return self.body(response, ok)
         raise AssertionError("unreachable")
+
+    def call(self, method: str, path: str, ok: tuple[int, ...] = (200,), **kwargs: Any) -> Any:
+        """Any route (agent sessions use it: rewardbox/sessions.py): the JSON body of an answer whose status is in
+        ok, with the retry policy of every call."""
+        return self._request(method, path, ok, **kwargs)
 
     def reward(self, item: dict[str, Any]) -> dict[str, Any]:
         return self.item_result(self._request("POST", "/reward", json=item))
@@ -203,7 +208,7 @@ class AsyncClient(_Policy):
         super().__init__(*args, **kwargs)
         self._http = httpx.AsyncClient(**self._http_options)
 
-    async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+    async def _request(self, method: str, path: str, ok: tuple[int, ...] = (200,), **kwargs: Any) -> Any:
         for attempt in range(self.retries + 1):
             try:
                 response = await self._http.request(method, path, **kwargs)
@@ -217,8 +222,11 @@ class AsyncClient(_Policy):
             if self.retry(response, attempt):
                 await asyncio.sleep(self.delay(response, attempt))
                 continue
-            return self.body(response)
+            return self.body(response, ok)
         raise AssertionError("unreachable")
+
+    async def call(self, method: str, path: str, ok: tuple[int, ...] = (200,), **kwargs: Any) -> Any:
+        return await self._request(method, path, ok, **kwargs)
 
     async def reward(self, item: dict[str, Any]) -> dict[str, Any]:
         return self.item_result(await self._request("POST", "/reward", json=item))

@@ -6,7 +6,9 @@
 One step:
   1. sample `group_size` completions for each of `prompts_per_step` prompts from the policy;
   2. score all of them in one POST /reward/batch (`rewardbox.Client`); a completion whose reward is null (infra
-     error, invalid input) is dropped from the update: it is never a zero;
+     error, invalid input) is dropped from the update: it is never a zero. With `--agent true` each completion is
+     instead acted out in an agent session (a fork of its task's base session: write, compile, test, submit;
+     trainer/agent.py) and the session's reward is used;
   3. per-token rewards: the test reward, normalised within its prompt's group, on the last token; minus the KL to
      the frozen reference model on every token; minus (optional) the reverse KL to a teacher model on the student's
      own samples (on-policy distillation);
@@ -39,6 +41,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, 
 
 from rewardbox import Client
 from rewardbox.extract import program_of
+from trainer.agent import SessionGrader
 from trainer.tasks import Task, load_tasks, named_function_tasks
 
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")
@@ -68,6 +71,7 @@ class Config:
     profile: str = "seed"  # rewardbox reward profile
     save_every: int = 0  # checkpoint every N steps (0: only the final one)
     tiny_sft_steps: int = 400  # supervised warm-start steps for the tiny model
+    agent: bool = False  # agent mode (trainer/agent.py): each completion acted out in a forked session, then graded
 
 
 # -- models
@@ -204,6 +208,7 @@ def train(cfg: Config, policy: PreTrainedModel | None = None, tokenizer: PreTrai
     (out / "log.jsonl").write_text("")
     log: list[dict[str, Any]] = []
     client = Client(cfg.url)
+    agent = SessionGrader(client) if cfg.agent else None
 
     for step in range(1, cfg.steps + 1):
         t0 = sync(device)
@@ -218,7 +223,10 @@ def train(cfg: Config, policy: PreTrainedModel | None = None, tokenizer: PreTrai
         # 2. score through rewardbox, one HTTP call for the whole batch
         items = [{"id": f"step{step}-{i}", "code": program_of(task.prompt, text), "tests": task.tests,
                   "profile": cfg.profile} for i, (task, text) in enumerate(zip(rows, r.texts, strict=True))]
-        results = client.reward_batch(items)
+        if agent is not None:  # the same programs, written and tested in agent sessions before submitting
+            results = agent.grade(rows, [item["code"] for item in items])
+        else:
+            results = client.reward_batch(items)
         rewards = [res.get("reward") for res in results]
         scores, valid = group_scores(rewards, cfg.group_size, cfg.group_std_eps)
         scores, valid = scores.to(device), valid.to(device)
@@ -289,6 +297,8 @@ def train(cfg: Config, policy: PreTrainedModel | None = None, tokenizer: PreTrai
         if cfg.save_every and step % cfg.save_every == 0:
             save(policy, tokenizer, out / f"checkpoint-{step}")
 
+    if agent is not None:
+        agent.close()
     client.close()
     save(policy, tokenizer, out / "final")
     return log
@@ -310,11 +320,15 @@ def parse_args(argv: list[str] | None = None) -> Config:
     for field in dataclasses.fields(Config):
         if field.name == "model":
             continue
-        kind = {"int": int, "float": float}.get(str(field.type), str)
+        kind = {"int": int, "float": float, "bool": _flag}.get(str(field.type), str)
         parser.add_argument("--" + field.name.replace("_", "-"), type=kind, default=field.default)
     args = vars(parser.parse_args(argv))
     args.pop("tiny")
     return Config(**args)
+
+
+def _flag(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
 
 
 def print_step(row: dict[str, Any]) -> None:

@@ -636,6 +636,10 @@ class Runner:
             import repo_judge
 
             return repo_judge.repo_job(self, job, limits)
+        if op == "session":  # one command of an agent session (session_exec.py)
+            import session_exec
+
+            return session_exec.session_job(self, job, limits)
         return {"status": "sandbox_error", "error": f"unknown op {op!r}"}
 
     def after_job(self) -> bool:

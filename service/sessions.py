@@ -1,0 +1,399 @@
+"""Agent sessions: stateful, forkable workspaces for multi-turn coding agents (routes: service/session_routes.py).
+
+Theory of operation. A session is a snapshot (a stored repository, service/repos.py) plus the session's delta,
+held here as plain data (service/session_workspace.py); no sandbox holds anything of it between two calls. Each
+command is one job (op "session", sandboxes/inside/session_exec.py) on the session pool, a SandboxPool of its
+own, apart from the scoring pool, so that agents running long commands never take sandboxes from /reward: the
+sandbox builds the workspace afresh from the snapshot it keeps in memory and the delta the job carries, runs the
+command, kills whatever it left running and sends back the new delta. The pool's clean-up after every job is
+what isolates sessions, forks included: a fork is a copy of the delta, here.
+
+- exec: commands of one session run one at a time (a lock per session); a command's changes count only when the
+  sandbox reports them (a sandbox_error or a workspace over its caps leaves the session as it was).
+- reward: the session's diff, graded as a repo item by the executor (a fresh sandbox from the snapshot, the
+  trusted test files restored, stored as a rollout whose metadata carries the session's command history).
+- life: ttl_s from creation; expiry and DELETE answer 410 at once (404 for an id never seen); a reaper drops
+  expired sessions every second. Admission: REWARDBOX_SESSIONS_MAX open sessions and REWARDBOX_SESSIONS_MAX_MB of
+  workspace bytes (snapshot plus delta, as last measured) in all; beyond, 429 with Retry-After.
+
+In distributed mode each worker runs one of these, served through Redis (service/session_rpc.py).
+
+Settings (read once, here): REWARDBOX_SESSIONS_MAX (64), REWARDBOX_SESSIONS_MAX_MB (4096),
+REWARDBOX_SESSION_POOL_SIZE (2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from sandboxes import Job, Limits, Result, SandboxPool, Status
+
+from .errors import Overloaded
+from .models import ItemResult, RewardItem
+from .session_models import SessionLimits
+from .session_workspace import Node, PathError, Workspace, load_snapshot
+
+log = logging.getLogger("rewardbox.sessions")
+
+TAIL_CHARS = 2000  # of each command's stdout and stderr kept in the history
+HISTORY_CAP = 500  # entries kept in a session's history (the oldest go first)
+TOMBSTONES = 100_000  # ids of ended sessions remembered, so that they answer 410 rather than 404
+SNAPSHOT_CACHE = 8  # parsed snapshots kept on the host
+MAX_DELTA_BYTES = 40 << 20  # changed bytes a session may hold: each command's job carries them (inside/session_exec.py)
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    max_open: int = 64
+    max_bytes: int = 4096 << 20
+    pool_size: int = 2
+
+    @classmethod
+    def from_env(cls) -> SessionSettings:
+        mb = os.environ.get("REWARDBOX_SESSIONS_MAX_MB")
+        return cls(max_open=int(os.environ.get("REWARDBOX_SESSIONS_MAX") or cls.max_open),
+                   max_bytes=int(float(mb) * (1 << 20)) if mb else cls.max_bytes,
+                   pool_size=int(os.environ.get("REWARDBOX_SESSION_POOL_SIZE") or cls.pool_size))
+
+
+class SessionGone(LookupError):
+    """The session ended (deleted, expired, its worker died): 410; never existed: 404."""
+
+    def __init__(self, message: str, status: int = 410) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(eq=False)
+class Session:
+    id: str
+    repo_id: str
+    workspace: Workspace
+    limits: SessionLimits
+    ttl_s: float
+    created_at: float = field(default_factory=time.time)
+    parent: str | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    bytes: int = 0  # workspace bytes (snapshot plus changes), as last measured
+    inodes: int = 0
+    execs: int = 0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def expires_at(self) -> float:
+        return self.created_at + self.ttl_s
+
+    def summary(self, owner: str) -> dict[str, Any]:
+        now = time.time()
+        return {"session_id": self.id, "repo_id": self.repo_id, "owner": owner, "parent": self.parent,
+                "age_s": round(now - self.created_at, 3), "expires_in_s": round(self.expires_at - now, 3),
+                "bytes": self.bytes, "inodes": self.inodes, "execs": self.execs}
+
+    def remember(self, entry: dict[str, Any]) -> None:
+        self.history.append({"at": round(time.time() - self.created_at, 3), **entry})
+        del self.history[:-HISTORY_CAP]
+
+
+class SessionMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.events = Counter("rewardbox_sessions", "Session events (created, forked, deleted, expired, rejected)",
+                              ["event"], registry=registry)
+        self.execs = Counter("rewardbox_session_execs", "Commands run in sessions, by status", ["status"],
+                             registry=registry)
+        self.rewards = Counter("rewardbox_session_rewards", "Session rewards, by status", ["status"],
+                               registry=registry)
+        self.open = Gauge("rewardbox_sessions_open", "Open sessions", registry=registry)
+        self.bytes = Gauge("rewardbox_sessions_bytes", "Workspace bytes of open sessions", registry=registry)
+
+
+Fetch = Callable[[str], Awaitable[bytes | None]]  # repo id -> normalized snapshot, None when not stored
+Score = Callable[[Sequence[RewardItem]], Awaitable[list[ItemResult]]]
+
+
+class SessionManager:
+    def __init__(self, pool: SandboxPool, fetch: Fetch, score: Score, registry: CollectorRegistry,
+                 settings: SessionSettings | None = None, owner: str = "embedded") -> None:
+        self.pool, self.fetch, self.score = pool, fetch, score
+        self.settings = settings or SessionSettings.from_env()
+        self.owner = owner
+        self.metrics = SessionMetrics(registry)
+        self.sessions: dict[str, Session] = {}
+        self.ended: OrderedDict[str, str] = OrderedDict()  # id -> why it ended
+        self._snapshots: OrderedDict[str, dict[str, Node]] = OrderedDict()
+        self._holders: dict[str, set[str]] = {}  # repo id -> sandboxes of the pool known to hold it
+        self._reaper: asyncio.Task | None = None
+        self._own_pool = False
+        self.on_end: Callable[[str], None] | None = None  # distributed mode: the directory forgets the session
+        self._pool_started = True
+        self._pool_lock = asyncio.Lock()
+
+    @classmethod
+    async def embedded(cls, backend: Any, repos: Any, score: Score, registry: CollectorRegistry,
+                       pool: SandboxPool | None = None) -> SessionManager:
+        """The manager of embedded mode: a session pool of its own (started with the first session, so that a
+        service nobody opens sessions on runs no extra sandboxes), the repo store's snapshots, the executor's
+        scoring (a worker passes none: in distributed mode the API grades)."""
+        settings = SessionSettings.from_env()
+        own = pool is None
+        pool = pool or SandboxPool(backend, size=settings.pool_size, acquire_timeout_s=120.0)
+        manager = cls(pool, repos.data, score, registry, settings)
+        manager._own_pool = own
+        manager._pool_started = not own
+        await manager.start()
+        return manager
+
+    async def start(self) -> None:
+        self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+
+    async def close(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            await asyncio.gather(self._reaper, return_exceptions=True)
+        for sid in list(self.sessions):
+            self._end(sid, "the service stopped")
+        if self._own_pool and self._pool_started:
+            await self.pool.close()
+
+    # -- life
+
+    def get(self, sid: str) -> Session:
+        session = self.sessions.get(sid)
+        if session is not None and time.time() >= session.expires_at:
+            self._end(sid, f"expired (ttl_s {session.ttl_s:g})", "expired")
+            session = None
+        if session is None:
+            why = self.ended.get(sid)
+            if why is None:
+                raise SessionGone(f"session {sid[:80]} does not exist", 404)
+            raise SessionGone(f"session {sid} has ended: {why}")
+        return session
+
+    def _end(self, sid: str, why: str, event: str = "deleted") -> None:
+        if self.sessions.pop(sid, None) is not None:
+            self.metrics.events.labels(event).inc()
+        self.ended[sid] = why
+        if self.on_end is not None:
+            self.on_end(sid)
+        while len(self.ended) > TOMBSTONES:
+            self.ended.popitem(last=False)
+        self._gauges()
+
+    async def delete(self, sid: str) -> None:
+        self.get(sid)
+        self._end(sid, "deleted")
+
+    async def list_open(self) -> list[dict[str, Any]]:
+        self._sweep()
+        return [s.summary(self.owner) for s in self.sessions.values()]
+
+    def _sweep(self) -> None:
+        now = time.time()
+        for sid in [s.id for s in self.sessions.values() if now >= s.expires_at]:
+            self.get_or_none(sid)
+
+    def get_or_none(self, sid: str) -> Session | None:
+        try:
+            return self.get(sid)
+        except SessionGone:
+            return None
+
+    async def _reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self._sweep()
+
+    def _gauges(self) -> None:
+        self.metrics.open.set(len(self.sessions))
+        self.metrics.bytes.set(self.total_bytes())
+
+    def total_bytes(self) -> int:
+        return sum(s.bytes for s in self.sessions.values())
+
+    def _admit(self, n: int, nbytes: int) -> None:
+        s = self.settings
+        if len(self.sessions) + n > s.max_open:
+            self.metrics.events.labels("rejected").inc(n)
+            raise Overloaded(f"{len(self.sessions)} sessions open, at most {s.max_open} (REWARDBOX_SESSIONS_MAX): "
+                             "delete some or retry later", retry_after_s=5)
+        if self.total_bytes() + nbytes > s.max_bytes:
+            self.metrics.events.labels("rejected").inc(n)
+            raise Overloaded(f"open sessions hold {self.total_bytes()} workspace bytes; {nbytes} more would pass "
+                             f"{s.max_bytes} (REWARDBOX_SESSIONS_MAX_MB)", retry_after_s=5)
+
+    async def _snapshot(self, repo_id: str) -> dict[str, Node] | None:
+        snap = self._snapshots.get(repo_id)
+        if snap is None:
+            data = await self.fetch(repo_id)
+            if data is None:
+                return None
+            snap = await asyncio.to_thread(load_snapshot, data)
+            self._snapshots[repo_id] = snap
+            while len(self._snapshots) > SNAPSHOT_CACHE:
+                self._snapshots.popitem(last=False)
+        self._snapshots.move_to_end(repo_id)
+        return snap
+
+    async def create(self, repo_id: str, ttl_s: float, limits: SessionLimits) -> Session:
+        """repo_id names a stored snapshot (routes store an inline archive first); None when it is not stored."""
+        snap = await self._snapshot(repo_id)
+        if snap is None:
+            raise PathError(f"repo.id: repository {repo_id} is not stored", 422)
+        nbytes = sum(len(n.data) for n in snap.values())
+        self._admit(1, nbytes)
+        async with self._pool_lock:
+            if not self._pool_started:
+                await self.pool.start()
+                self._pool_started = True
+        self._admit(1, nbytes)  # others may have come in meanwhile
+        session = Session(secrets.token_hex(16), repo_id, Workspace.of(snap), limits, ttl_s, bytes=nbytes,
+                          inodes=len(snap))
+        self.sessions[session.id] = session
+        self.metrics.events.labels("created").inc()
+        self._gauges()
+        return session
+
+    async def fork(self, sid: str, n: int) -> list[Session]:
+        parent = self.get(sid)
+        async with parent.lock:  # a copy of a settled state, never of one a command is changing
+            self.get(sid)
+            self._admit(n, parent.bytes * n)
+            children = []
+            for _ in range(n):
+                child = Session(secrets.token_hex(16), parent.repo_id, parent.workspace.fork(), parent.limits,
+                                parent.ttl_s, parent=parent.id, history=list(parent.history), bytes=parent.bytes,
+                                inodes=parent.inodes)
+                self.sessions[child.id] = child
+                children.append(child)
+        self.metrics.events.labels("forked").inc(n)
+        self._gauges()
+        return children
+
+    # -- files
+
+    async def read(self, sid: str, path: str) -> Node:
+        return self.get(sid).workspace.read(path)
+
+    async def write(self, sid: str, path: str, content: str) -> None:
+        session = self.get(sid)
+        async with session.lock:
+            self.get(sid)
+            data = content.encode()
+            old = session.workspace.node(path) if path else None
+            grown = len(data) - (len(old.data) if old is not None and old.kind == "f" else 0)
+            if session.workspace.size() + len(data) > MAX_DELTA_BYTES:
+                raise PathError(f"content: the session's changes would pass {MAX_DELTA_BYTES >> 20} MiB", 413)
+            if session.bytes + grown > session.limits.workspace_mb * (1 << 20):
+                raise PathError(f"content: the workspace would hold more than {session.limits.workspace_mb:g} MB",
+                                413)
+            session.workspace.write(path, data)
+            session.bytes += grown
+            session.remember({"write": path, "bytes": len(content.encode())})
+        self._gauges()
+
+    async def diff(self, sid: str) -> tuple[str, list[str]]:
+        return self.get(sid).workspace.diff()
+
+    # -- commands
+
+    async def exec(self, sid: str, command: str, timeout_s: float, stdin: str | None) -> dict[str, Any]:
+        session = self.get(sid)
+        async with session.lock:
+            self.get(sid)
+            lim = session.limits
+            limits = Limits(wall_s=timeout_s, total_s=timeout_s + 30.0, cpu_s=timeout_s, memory_mb=lim.memory_mb,
+                            output_bytes=lim.output_bytes, nproc=lim.processes, nofile=256, file_size_mb=256)
+            job = {"delta": session.workspace.delta, "command": command, "stdin": stdin or "",
+                   "max_bytes": int(lim.workspace_mb * (1 << 20)), "max_inodes": lim.inodes}
+            result = await self._run(session.repo_id, job, limits)
+            event = next((e for e in result.events if e.get("event") == "session"), {})
+            answer = {"exit_code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr,
+                      "status": str(result.status), "wall_ms": round(result.wall_ms, 3),
+                      "truncated": result.truncated}
+            if result.status == Status.SANDBOX_ERROR:
+                answer["error"] = result.error or "sandbox error"
+            elif "workspace_limit" in event:
+                answer["status"], answer["error"] = str(Status.OUTPUT_LIMIT), event["workspace_limit"]
+            elif "delta" in event and sid in self.sessions:
+                session.workspace.delta = event["delta"]
+                session.bytes, session.inodes = int(event.get("bytes") or 0), int(event.get("inodes") or 0)
+            elif result.error:
+                answer["error"] = result.error
+            session.execs += 1
+            session.remember({"command": command, "status": answer["status"], "exit_code": result.exit_code,
+                              "wall_ms": answer["wall_ms"], "stdout": result.stdout[-TAIL_CHARS:],
+                              "stderr": result.stderr[-TAIL_CHARS:]})
+        self.metrics.execs.labels(answer["status"]).inc()
+        self._gauges()
+        return answer
+
+    async def _run(self, repo_id: str, job: dict, limits: Limits) -> Result:
+        """The session job on the session pool; the snapshot travels until every sandbox holds it (as repo items
+        do, graders/repo.py), and again to a sandbox that answers repo_missing (replaced meanwhile)."""
+        holders = self._holders.setdefault(repo_id, set())
+        result = await self._run_once(repo_id, job, limits, len(holders) < self.pool.size)
+        if result.status == Status.OK and any(e.get("event") == "repo_missing" for e in result.events):
+            holders.discard(result.sandbox_id or "")
+            result = await self._run_once(repo_id, job, limits, True)
+        if result.status != Status.SANDBOX_ERROR and result.sandbox_id:
+            holders.add(result.sandbox_id)
+        return result
+
+    async def _run_once(self, repo_id: str, job: dict, limits: Limits, with_data: bool) -> Result:
+        repo: dict[str, str] = {"id": repo_id}
+        if with_data:
+            data = await self.fetch(repo_id)
+            if data is None:
+                return Result.infra(f"repository {repo_id} is no longer stored (evicted) while a session uses it")
+            repo["archive_b64"] = base64.b64encode(data).decode()
+        return await self.pool.run(Job("session", repo={**job, "repo": repo}, limits=limits))
+
+    # -- reward
+
+    async def submission(self, sid: str) -> Submission:
+        """What a reward grades: the diff and the history as they are now (no command is changing them)."""
+        session = self.get(sid)
+        async with session.lock:
+            self.get(sid)
+            patch, skipped = session.workspace.diff()
+            return Submission(session.id, session.repo_id, patch, skipped, list(session.history), session.parent,
+                              session.execs)
+
+    async def reward(self, sid: str, tests: Any, profile: str, client_id: str | None) -> ItemResult:
+        return await grade(await self.submission(sid), tests, profile, client_id, self.score, self.metrics)
+
+
+@dataclass(frozen=True)
+class Submission:
+    session_id: str
+    repo_id: str
+    patch: str
+    not_in_patch: list[str]
+    history: list[dict[str, Any]]
+    parent: str | None
+    commands: int
+
+
+async def grade(sub: Submission, tests: Any, profile: str, client_id: str | None, score: Score,
+                metrics: SessionMetrics) -> ItemResult:
+    """The submission as a repo item whose patch is the session's diff, scored like any item (so stored as a
+    rollout, its metadata carrying the session's history)."""
+    item = RewardItem.model_validate({
+        "id": client_id, "language": "python", "repo": {"id": sub.repo_id}, "patch": sub.patch,
+        "tests": tests.model_dump(), "profile": profile,
+        "metadata": {"session": {"id": sub.session_id, "parent": sub.parent, "history": sub.history,
+                                 "not_in_patch": sub.not_in_patch}}})
+    result = (await score([item]))[0]
+    result.details["session"] = {"id": sub.session_id, "commands": sub.commands, "not_in_patch": sub.not_in_patch}
+    metrics.rewards.labels(result.status).inc()
+    return result
