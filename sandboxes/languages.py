@@ -26,6 +26,8 @@ ARTEFACT_CAP = 32 << 20  # base64 in the compile report must fit one 64 MiB fram
 RUN_BINARY = ("/bin/sh", "-c", "chmod u+x ./main && exec ./main")
 # V8's stack in KiB: deep recursion gets a RangeError well before the thread's 8 MiB stack would overflow.
 NODE_STACK = "--stack-size=4096"
+# Java's class path: the job directory and the jars SandboxFusion's image puts there (javatuples, from Debian).
+JAVA_CLASS_PATH = ".:/usr/share/java/javatuples.jar"
 JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-Xshare:auto",
              "-XX:ReservedCodeCacheSize=64m", "-XX:CompressedClassSpaceSize=64m", "-XX:MaxMetaspaceSize=192m")
 
@@ -104,6 +106,9 @@ _VM_ENV = {"MALLOC_ARENA_MAX": "2"}
 # Go: no -trimpath (the precompiled std would be rebuilt: 14 s instead of 0.45 s); cgo off, no network.
 _GO_ENV = {**_VM_ENV, "CGO_ENABLED": "0", "GOPROXY": "off", "GO111MODULE": "off", "GOTOOLCHAIN": "local"}
 
+# Programs `require`/`import` the npm libraries of the image (lodash, ...: sandboxes/image/node/package.json).
+_NODE_ENV = {"NODE_PATH": NODE_MODULES}
+
 LANGUAGES: dict[str, Language] = {
     lang.name: lang
     for lang in (
@@ -116,19 +121,31 @@ LANGUAGES: dict[str, Language] = {
         Language("go", "main.go", ("go", "build", "-ldflags=-s -w", "-o", f"{OUT}/main", "{src}"),
                  RUN_BINARY, ("go", "version"), compile_memory_mb=2048, as_headroom_mb=1024, env=_GO_ENV),
         Language("java", "Main.java", ("javac", "-J-Xmx512m", *(f"-J{f}" for f in JVM_FLAGS), "-encoding", "UTF-8",
-                                       "-nowarn", "-d", OUT, "{src}"),
-                 ("java", "-Xmx{mem}m", "-Xss16m", *JVM_FLAGS, "-cp", ".", "{main}"),
+                                       "-nowarn", "-cp", JAVA_CLASS_PATH, "-d", OUT, "{src}"),
+                 # -ea: `assert` statements are checked, as SandboxFusion and MultiPL-E run Java.
+                 ("java", "-ea", "-Xmx{mem}m", "-Xss16m", *JVM_FLAGS, "-cp", JAVA_CLASS_PATH, "{main}"),
                  ("javac", "-J-Xmx64m", *(f"-J{f}" for f in JVM_FLAGS), "-version"),
                  compile_memory_mb=512, compile_headroom_mb=1536, as_headroom_mb=1536, env=_VM_ENV),
         Language("javascript", "solution.js", ("node", "--check", "{src}"),
                  ("node", "--max-old-space-size={mem}", NODE_STACK, "solution.js"), ("node", "--version"),
-                 compile_memory_mb=256, compile_headroom_mb=1024, as_headroom_mb=1024,
+                 compile_memory_mb=256, compile_headroom_mb=1024, as_headroom_mb=1024, env=_NODE_ENV,
                  runs_source=True),
         Language("typescript", "solution.ts", ("node", f"{INSIDE}/ts_compile.js", "{src}", f"{OUT}/solution.js"),
                  ("node", "--max-old-space-size={mem}", NODE_STACK, "solution.js"),
                  ("node", "-p", f"'node ' + process.version + ' typescript ' + require('{NODE_MODULES}/typescript')"
-                  ".version"), compile_memory_mb=512, compile_headroom_mb=1024, as_headroom_mb=1024),
+                  ".version"), compile_memory_mb=512, compile_headroom_mb=1024, as_headroom_mb=1024,
+                 env=_NODE_ENV),
         Language("bash", "solution.sh", ("bash", "-n", "{src}"), ("bash", "solution.sh"), ("bash", "--version"),
+                 compile_memory_mb=256, runs_source=True),
+        # Interpreted languages SandboxFusion users send (Debian packages; test libraries: luaunit, Test::Deep,
+        # Data::Compare, Ruby's test-unit). The compile step is the interpreter's own syntax check.
+        Language("php", "solution.php", ("php", "-l", "{src}"), ("php", "solution.php"), ("php", "--version"),
+                 compile_memory_mb=256, runs_source=True),
+        Language("ruby", "solution.rb", ("ruby", "-c", "{src}"), ("ruby", "solution.rb"), ("ruby", "--version"),
+                 compile_memory_mb=512, as_headroom_mb=256, env=_VM_ENV, runs_source=True),
+        Language("lua", "solution.lua", ("luac5.4", "-p", "{src}"), ("lua5.4", "solution.lua"), ("lua5.4", "-v"),
+                 compile_memory_mb=256, runs_source=True),
+        Language("perl", "solution.pl", ("perl", "-c", "{src}"), ("perl", "solution.pl"), ("perl", "--version"),
                  compile_memory_mb=256, runs_source=True),
     )
 }

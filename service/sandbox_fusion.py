@@ -5,8 +5,11 @@ memory) comes in an extra `rewardbox` field that old clients ignore.
 
 Statuses: `Success` when the program exits 0 within limits; `Failed` when it does not (non-zero exit, time, memory
 or output limit); `SandboxError` only for our own faults. Languages: SandboxFusion's names python, cpp, nodejs,
-go, java, rust, bash, typescript (and c, javascript); compiled ones report `compile_result`, and a compile error
-is `Failed` with the compiler's message in `compile_result.stderr` and no `run_result`.
+go, java, rust, bash, typescript, php, ruby, lua, perl (and c, javascript); compiled ones report
+`compile_result`, and a compile error is `Failed` with the compiler's message in `compile_result.stderr` and no
+`run_result`. Interpreted ones (nodejs, bash, php, ruby, lua, perl) run the source as SandboxFusion does: a syntax
+error is in `run_result` (the interpreter's exit status and stderr). Any other language or mode (pytest, jest,
+junit, R, scala, kotlin, csharp, swift, ...) is a 400 listing the supported names.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from .validation import InvalidRequest, Problem, check_files, value_problem
 router = APIRouter()
 LANGUAGE_ALIASES = {"python": "python", "python3": "python", "cpp": "cpp", "c": "c", "nodejs": "javascript",
                     "javascript": "javascript", "typescript": "typescript", "go": "go", "java": "java",
-                    "rust": "rust", "bash": "bash"}
+                    "rust": "rust", "bash": "bash", "php": "php", "ruby": "ruby", "lua": "lua", "perl": "perl"}
 DEFAULT_MEMORY_MB = 512
 MIN_MEMORY_MB = 32
 MAX_COMPILE_S = 120.0
@@ -113,6 +116,12 @@ async def _run(executor, req: RunCodeRequest, lang, limits: Limits, files: dict,
     if lang is None:
         job = Job("run", program={"code": req.code, "filename": "main.py"}, stdin=req.stdin or "",
                   files=files or None, fetch_files=fetch or None, limits=limits)
+        return to_response(await executor.run(job))
+    if lang.runs_source:
+        # As SandboxFusion runs them: the interpreter reads the source, so a syntax error is the run's own
+        # failure (`bash` exits 2 with "syntax error" on stderr), in run_result, with no compile_result.
+        job = lang.run_job(req.code, {}, req.stdin or "", limits)
+        job = dataclasses.replace(job, files={**files, **(job.files or {})}, fetch_files=fetch or None)
         return to_response(await executor.run(job))
     build = await executor.builder.build(lang, req.code, req.compile_timeout)
     if build.status == "infra_error":
