@@ -5,11 +5,11 @@ memory) comes in an extra `rewardbox` field that old clients ignore.
 
 Statuses: `Success` when the program exits 0 within limits; `Failed` when it does not (non-zero exit, time, memory
 or output limit); `SandboxError` only for our own faults. Languages: SandboxFusion's names python, cpp, nodejs,
-go, java, rust, bash, typescript, php, ruby, lua, perl (and c, javascript); compiled ones report
+go, java, rust, bash, typescript, php, ruby, lua, perl, scala (and c, javascript); compiled ones report
 `compile_result`, and a compile error is `Failed` with the compiler's message in `compile_result.stderr` and no
 `run_result`. Interpreted ones (nodejs, bash, php, ruby, lua, perl) run the source as SandboxFusion does: a syntax
 error is in `run_result` (the interpreter's exit status and stderr). Any other language or mode (pytest, jest,
-junit, R, scala, kotlin, csharp, swift, ...) is a 400 listing the supported names.
+junit, R, kotlin, csharp, swift, ...) is a 400 listing the supported names.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from .validation import InvalidRequest, Problem, check_files, value_problem
 router = APIRouter()
 LANGUAGE_ALIASES = {"python": "python", "python3": "python", "cpp": "cpp", "c": "c", "nodejs": "javascript",
                     "javascript": "javascript", "typescript": "typescript", "go": "go", "java": "java",
-                    "rust": "rust", "bash": "bash", "php": "php", "ruby": "ruby", "lua": "lua", "perl": "perl"}
+                    "rust": "rust", "bash": "bash", "php": "php", "ruby": "ruby", "lua": "lua", "perl": "perl",
+                    "scala": "scala"}
 DEFAULT_MEMORY_MB = 512
 MIN_MEMORY_MB = 32
 MAX_COMPILE_S = 120.0

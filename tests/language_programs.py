@@ -6,7 +6,8 @@ interpreted ones, does not parse); RUNTIME_ERROR fails at run time with a non-ze
 
 from __future__ import annotations
 
-LANGUAGES = ("c", "cpp", "java", "go", "rust", "javascript", "typescript", "bash", "php", "ruby", "lua", "perl")
+LANGUAGES = ("c", "cpp", "java", "go", "rust", "javascript", "typescript", "bash", "php", "ruby", "lua", "perl",
+             "scala")
 
 HELLO = {
     "c": '#include <stdio.h>\nint main(void) { puts("hello"); return 0; }\n',
@@ -21,6 +22,7 @@ HELLO = {
     "ruby": 'puts "hello"\n',
     "lua": 'print("hello")\n',
     "perl": 'print "hello\\n";\n',
+    "scala": 'object Main {\n  def main(args: Array[String]): Unit = println("hello")\n}\n',
 }
 
 FIZZBUZZ = {
@@ -136,6 +138,12 @@ for my $i (1 .. $n) {
   print $i % 15 == 0 ? "FizzBuzz" : $i % 3 == 0 ? "Fizz" : $i % 5 == 0 ? "Buzz" : $i, "\n";
 }
 """,
+    "scala": """object FizzBuzz extends App {
+  val n = scala.io.StdIn.readLine().trim.toInt
+  for (i <- 1 to n)
+    println(if (i % 15 == 0) "FizzBuzz" else if (i % 3 == 0) "Fizz" else if (i % 5 == 0) "Buzz" else i.toString)
+}
+""",
 }
 
 COMPILE_ERROR = {
@@ -151,6 +159,7 @@ COMPILE_ERROR = {
     "ruby": "def f(\n  1 +\nend end\n",
     "lua": "function f( return 1 end\n",
     "perl": "sub f { return 1;\n",
+    "scala": "object Main { def main(args: Array[String]): Unit = { val x: Int = \"s\" } }\n",
 }
 
 RUNTIME_ERROR = {
@@ -166,6 +175,7 @@ RUNTIME_ERROR = {
     "ruby": 'raise "boom"\n',
     "lua": 'error("boom")\n',
     "perl": 'die "boom\\n";\n',
+    "scala": 'object Main extends App {\n  throw new IllegalStateException("boom")\n}\n',
 }
 
 LOOP = {
@@ -183,6 +193,7 @@ LOOP = {
     "ruby": "i = 0\nloop { i += 1 }\n",
     "lua": "local i = 0\nwhile true do i = i + 1 end\n",
     "perl": "my $i = 0; while (1) { $i++; }\n",
+    "scala": "object Main extends App {\n  var i = 0L\n  while (true) i += 1\n}\n",
 }
 
 

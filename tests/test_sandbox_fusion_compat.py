@@ -225,14 +225,39 @@ def test_a_syntax_error_of_an_interpreted_language_is_in_run_result(api, languag
     assert marker in res.run_result.stdout + res.run_result.stderr
 
 
+# -- Scala (SandboxFusion's runner tests: the first object runs, `assert` is checked)
+
+
+@pytest.mark.parametrize("code, status, marker", [
+    ('object HelloWorld {\n  def main(args: Array[String]): Unit = {\n    println("Hello, World!")\n  }\n}\n',
+     "Success", "Hello, World!"),
+    ("object HelloWorld {\n  def main(args: Array[String]) = {\n    assert((1l) == (0l));\n  }\n}\n", "Failed",
+     "assertion failed"),
+    ("object Main extends App {\n  def foo() = {\n    assert((0l) == (0l));\n  }\n  foo()\n}\n", "Success", ""),
+])
+def test_scala_runs_its_first_object_with_assertions_checked(api, code, status, marker):
+    res = run(api, "scala", code, compile_timeout=60)
+    assert res.status == status, res
+    assert res.compile_result.status == "Finished" and res.run_result.status == "Finished"
+    assert marker in res.run_result.stdout + res.run_result.stderr
+
+
+def test_a_scala_compile_error_is_in_compile_result(api):
+    res = run(api, "scala", "object Main { def main(args: Array[String]): Unit = { val x: Int = \"s\" } }\n",
+              compile_timeout=60)
+    assert res.status == "Failed" and res.run_result is None
+    assert "type mismatch" in res.compile_result.stderr
+
+
 # -- what is not served
 
 
-@pytest.mark.parametrize("language", ["pytest", "jest", "junit", "R", "scala", "kotlin", "csharp", "swift", "julia"])
+@pytest.mark.parametrize("language", ["pytest", "jest", "junit", "R", "kotlin", "csharp", "swift", "julia",
+                                      "go_test"])
 def test_an_unsupported_language_or_mode_is_400_listing_what_is_supported(api, language):
     r = api.post("/run_code", json={"language": language, "code": "x"})
     assert r.status_code == 400, r.text
     message = json.dumps(r.json())
     assert "not supported" in message
-    for name in ("python", "nodejs", "typescript", "java", "bash", "php", "ruby", "lua", "perl"):
+    for name in ("python", "nodejs", "typescript", "java", "bash", "php", "ruby", "lua", "perl", "scala"):
         assert name in message
