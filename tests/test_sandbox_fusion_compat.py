@@ -249,10 +249,38 @@ def test_a_scala_compile_error_is_in_compile_result(api):
     assert "type mismatch" in res.compile_result.stderr
 
 
+# -- pytest mode
+
+
+PYTEST_FILE = """
+def word_count(path):
+    print(open(path).read().lower().split().count("case"))
+
+
+class TestWordCount:
+    def test_counts_every_case(self, capfd, tmp_path):
+        path = tmp_path / "words.txt"
+        path.write_text("Case case CASE")
+        word_count(path)
+        assert capfd.readouterr().out {op} "3\\n"
+"""
+
+
+def test_pytest_mode_is_success_when_every_test_passes(api):
+    passing = run(api, "pytest", PYTEST_FILE.format(op="=="))
+    assert passing.status == "Success", passing
+    assert "1 passed" in passing.run_result.stdout
+    failing = run(api, "pytest", PYTEST_FILE.format(op="!="))
+    assert failing.status == "Failed" and failing.run_result.return_code == 1
+    assert "1 failed" in failing.run_result.stdout
+    as_python = run(api, "python", PYTEST_FILE.format(op="!="))  # defines the tests, runs none
+    assert as_python.status == "Success"
+
+
 # -- what is not served
 
 
-@pytest.mark.parametrize("language", ["pytest", "jest", "junit", "R", "kotlin", "csharp", "swift", "julia",
+@pytest.mark.parametrize("language", ["jest", "junit", "R", "kotlin", "csharp", "swift", "julia",
                                       "go_test"])
 def test_an_unsupported_language_or_mode_is_400_listing_what_is_supported(api, language):
     r = api.post("/run_code", json={"language": language, "code": "x"})
