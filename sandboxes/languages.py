@@ -148,6 +148,13 @@ LANGUAGES: dict[str, Language] = {
                  ("scalac", "-J-Xmx64m", *(f"-J{f}" for f in JVM_FLAGS), "-version"),
                  compile_memory_mb=512, compile_headroom_mb=1536, as_headroom_mb=1536, env=_VM_ENV,
                  main_of=scala_main_object),
+        # C# on Mono (Debian's; SandboxFusion runs .NET 8): mcs compiles to one assembly, mono runs it. -d:DEBUG
+        # keeps Debug.Assert checks, as `dotnet run`'s default Debug build does; inside/cs_entry.cs makes a failed
+        # one end the program, as on .NET.
+        Language("csharp", "Program.cs", ("mcs", "-d:DEBUG", "-nowarn:105", "-main:RewardboxEntry",
+                                          f"-out:{OUT}/main.exe", "{src}", f"{INSIDE}/cs_entry.cs"),
+                 ("mono", "main.exe"), ("mono", "--version"), compile_memory_mb=512, compile_headroom_mb=1024,
+                 as_headroom_mb=1024, env=_VM_ENV),
         Language("javascript", "solution.js", ("node", "--check", "{src}"),
                  ("node", "--max-old-space-size={mem}", NODE_STACK, "solution.js"), ("node", "--version"),
                  compile_memory_mb=256, compile_headroom_mb=1024, as_headroom_mb=1024, env=_NODE_ENV,

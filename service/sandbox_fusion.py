@@ -5,11 +5,11 @@ memory) comes in an extra `rewardbox` field that old clients ignore.
 
 Statuses: `Success` when the program exits 0 within limits; `Failed` when it does not (non-zero exit, time, memory
 or output limit); `SandboxError` only for our own faults. Languages: SandboxFusion's names python, cpp, nodejs,
-go, java, rust, bash, typescript, php, ruby, lua, perl, scala (and c, javascript); compiled ones report
+go, java, rust, bash, typescript, php, ruby, lua, perl, scala, csharp (and c, javascript); compiled ones report
 `compile_result`, and a compile error is `Failed` with the compiler's message in `compile_result.stderr` and no
 `run_result`. Interpreted ones (nodejs, bash, php, ruby, lua, perl) run the source as SandboxFusion does: a syntax
 error is in `run_result` (the interpreter's exit status and stderr). `pytest` runs the code as a pytest file.
-Any other language or mode (jest, junit, R, kotlin, csharp, swift, ...) is a 400 listing the supported names.
+Any other language or mode (jest, junit, R, kotlin, swift, ...) is a 400 listing the supported names.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ router = APIRouter()
 LANGUAGE_ALIASES = {"python": "python", "python3": "python", "cpp": "cpp", "c": "c", "nodejs": "javascript",
                     "javascript": "javascript", "typescript": "typescript", "go": "go", "java": "java",
                     "rust": "rust", "bash": "bash", "php": "php", "ruby": "ruby", "lua": "lua", "perl": "perl",
-                    "scala": "scala", "pytest": "pytest"}
+                    "scala": "scala", "csharp": "csharp", "pytest": "pytest"}
 # SandboxFusion's `pytest` mode: the code is a pytest test file, run by the image's pytest; Success when every test
 # passes (pytest's exit status). A /run_code mode only: /reward has its own pytest test kind.
 PYTEST_MODE = Language("pytest", "test_solution.py", (), ("/usr/bin/python3", "-m", "pytest", "-q", "-p",

@@ -7,7 +7,7 @@ interpreted ones, does not parse); RUNTIME_ERROR fails at run time with a non-ze
 from __future__ import annotations
 
 LANGUAGES = ("c", "cpp", "java", "go", "rust", "javascript", "typescript", "bash", "php", "ruby", "lua", "perl",
-             "scala")
+             "scala", "csharp")
 
 HELLO = {
     "c": '#include <stdio.h>\nint main(void) { puts("hello"); return 0; }\n',
@@ -23,6 +23,7 @@ HELLO = {
     "lua": 'print("hello")\n',
     "perl": 'print "hello\\n";\n',
     "scala": 'object Main {\n  def main(args: Array[String]): Unit = println("hello")\n}\n',
+    "csharp": 'public class Program {\n  public static void Main() { System.Console.WriteLine("hello"); }\n}\n',
 }
 
 FIZZBUZZ = {
@@ -144,6 +145,16 @@ for my $i (1 .. $n) {
     println(if (i % 15 == 0) "FizzBuzz" else if (i % 3 == 0) "Fizz" else if (i % 5 == 0) "Buzz" else i.toString)
 }
 """,
+    "csharp": """using System;
+
+public class Program {
+  public static void Main(string[] args) {
+    int n = int.Parse(Console.In.ReadToEnd().Trim());
+    for (int i = 1; i <= n; i++)
+      Console.WriteLine(i % 15 == 0 ? "FizzBuzz" : i % 3 == 0 ? "Fizz" : i % 5 == 0 ? "Buzz" : i.ToString());
+  }
+}
+""",
 }
 
 COMPILE_ERROR = {
@@ -160,6 +171,7 @@ COMPILE_ERROR = {
     "lua": "function f( return 1 end\n",
     "perl": "sub f { return 1;\n",
     "scala": "object Main { def main(args: Array[String]): Unit = { val x: Int = \"s\" } }\n",
+    "csharp": "public class Program { public static void Main() { int x = \"s\"; } }\n",
 }
 
 RUNTIME_ERROR = {
@@ -176,6 +188,8 @@ RUNTIME_ERROR = {
     "lua": 'error("boom")\n',
     "perl": 'die "boom\\n";\n',
     "scala": 'object Main extends App {\n  throw new IllegalStateException("boom")\n}\n',
+    "csharp": ('public class Program {\n  public static void Main() {\n'
+               '    throw new System.InvalidOperationException("boom");\n  }\n}\n'),
 }
 
 LOOP = {
@@ -194,6 +208,7 @@ LOOP = {
     "lua": "local i = 0\nwhile true do i = i + 1 end\n",
     "perl": "my $i = 0; while (1) { $i++; }\n",
     "scala": "object Main extends App {\n  var i = 0L\n  while (true) i += 1\n}\n",
+    "csharp": "public class Program {\n  public static void Main() { long i = 0; while (true) i++; }\n}\n",
 }
 
 

@@ -92,6 +92,8 @@ SHADOW_READERS = {
     "lua": "local f, err = io.open('/etc/shadow')\nif not f then io.stderr:write(err) os.exit(1) end\n"
            "print(f:read('a'))\n",
     "perl": "open(my $f, '<', '/etc/shadow') or die \"denied: $!\\n\";\nprint <$f>;\n",
+    "csharp": "public class Program {\n  static void Main() {\n"
+              "    System.Console.Write(System.IO.File.ReadAllText(\"/etc/shadow\"));\n  }\n}\n",
 }
 
 

@@ -249,6 +249,36 @@ def test_a_scala_compile_error_is_in_compile_result(api):
     assert "type mismatch" in res.compile_result.stderr
 
 
+# -- C# (Mono): SandboxFusion's runner tests
+
+
+@pytest.mark.parametrize("code, stdin, status, where, marker", [
+    ("using System;\npublic class Program {\n  public static void Main(string[] args) {\n"
+     "    Console.WriteLine(Convert.ToInt32(Console.ReadLine()));\n  }\n}\n", "65535", "Success", "stdout", "65535\n"),
+    ("using System;\nusing System.Diagnostics;\npublic class Program {\n  public static void Main(string[] args) {\n"
+     "    Debug.Assert(1 == 2, \"Assertion failed\");\n  }\n}\n", "", "Failed", "stderr", "Assertion failed"),
+])
+def test_csharp_runs_with_debug_asserts_checked(api, code, stdin, status, where, marker):
+    res = run(api, "csharp", code, stdin=stdin)
+    assert res.status == status, res
+    assert res.compile_result.status == "Finished" and res.run_result.status == "Finished"
+    assert marker in getattr(res.run_result, where)
+
+
+def test_a_csharp_exception_fails_the_run_with_mono_s_report(api):
+    res = run(api, "csharp", "public class Program {\n  static void Main() {\n"
+              "    throw new System.InvalidOperationException(\"boom\");\n  }\n}\n")
+    assert res.status == "Failed" and res.run_result.return_code == 1
+    assert "System.InvalidOperationException: boom" in res.run_result.stderr
+
+
+def test_csharp_hits_the_time_limit(api):
+    code = ("using System.Threading;\npublic class Program {\n  public static void Main(string[] args) {\n"
+            "    Thread.Sleep(2000);\n  }\n}\n")
+    res = run(api, "csharp", code, run_timeout=0.5)
+    assert res.status == "Failed" and res.run_result.status == "TimeLimitExceeded"
+
+
 # -- pytest mode
 
 
@@ -280,12 +310,12 @@ def test_pytest_mode_is_success_when_every_test_passes(api):
 # -- what is not served
 
 
-@pytest.mark.parametrize("language", ["jest", "junit", "R", "kotlin", "csharp", "swift", "julia",
+@pytest.mark.parametrize("language", ["jest", "junit", "R", "kotlin", "swift", "julia",
                                       "go_test"])
 def test_an_unsupported_language_or_mode_is_400_listing_what_is_supported(api, language):
     r = api.post("/run_code", json={"language": language, "code": "x"})
     assert r.status_code == 400, r.text
     message = json.dumps(r.json())
     assert "not supported" in message
-    for name in ("python", "nodejs", "typescript", "java", "bash", "php", "ruby", "lua", "perl", "scala"):
+    for name in ("python", "nodejs", "typescript", "java", "bash", "php", "ruby", "lua", "perl", "scala", "csharp"):
         assert name in message

@@ -28,7 +28,7 @@ TOOLCHAINS=nodejs,gcc,g++,libc6-dev,openjdk-17-jdk-headless,golang-go,rustc
 # Interpreters SandboxFusion users send too, with the test libraries its runner tests import (luaunit, Test::Deep,
 # Data::Compare; Ruby's test-unit ships with libruby), and the jar its Java runs put on the class path (javatuples).
 # The image cost of each is measured in the commit that added them (see the README's language table).
-EXTRA_LANGUAGES=php-cli,ruby,lua5.4,lua-unit,perl,libtest-deep-perl,libdata-compare-perl,scala,libjavatuples-java
+EXTRA_LANGUAGES=php-cli,ruby,lua5.4,lua-unit,perl,libtest-deep-perl,libdata-compare-perl,scala,libjavatuples-java,mono-mcs
 # Repo tasks apply the candidate's unified diff inside the sandbox with GNU patch (service/repos.py).
 REPO_TOOLS=patch
 # npm packages (eslint, TypeScript) live here, installed from node/package-lock.json by npm_install.py.
