@@ -32,7 +32,7 @@ from service.models import IOTests  # noqa: E402
 from tests.language_programs import HELLO  # noqa: E402
 
 LIMITS = job_limits(timeout_s=10, memory_mb=512, max_item_s=60)
-COMMENT = {"bash": "# {}\n", "python": "# {}\n"}
+COMMENT = {"bash": "# {}\n", "python": "# {}\n", "ruby": "# {}\n", "perl": "# {}\n", "lua": "-- {}\n"}
 
 
 def variant(language: str, code: str, tag: str) -> str:

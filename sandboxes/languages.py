@@ -14,6 +14,7 @@ reported as memory_limit; the sandbox's memory cgroup stays the hard backstop.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from .types import Job, Limits
@@ -26,6 +27,11 @@ ARTEFACT_CAP = 32 << 20  # base64 in the compile report must fit one 64 MiB fram
 RUN_BINARY = ("/bin/sh", "-c", "chmod u+x ./main && exec ./main")
 # V8's stack in KiB: deep recursion gets a RangeError well before the thread's 8 MiB stack would overflow.
 NODE_STACK = "--stack-size=4096"
+# Java's class path: the job directory and the jars SandboxFusion's image puts there (javatuples, from Debian).
+JAVA_CLASS_PATH = ".:/usr/share/java/javatuples.jar"
+# Scala 2.11 (Debian's): compiled by scalac, run on the JVM with its library (its `scala` runner script fails on
+# JDK 17's class loader).
+SCALA_CLASS_PATH = ".:/usr/share/java/scala-library.jar"
 JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-Xshare:auto",
              "-XX:ReservedCodeCacheSize=64m", "-XX:CompressedClassSpaceSize=64m", "-XX:MaxMetaspaceSize=192m")
 
@@ -42,10 +48,12 @@ class Language:
     as_headroom_mb: int = 0  # address space added on top of the item's memory limit when running (see above)
     env: dict[str, str] = field(default_factory=dict)
     runs_source: bool = False  # the compile step only checks the source (node --check, bash -n); runs read it
+    main_of: Callable[[str], str] | None = None  # the {main} placeholder: Java's public class, Scala's object
+    source_named_after_main: bool = False  # Java: the public class must be in a file of its name
 
     def source_name(self, code: str) -> str:
-        if self.name == "java":
-            return f"{java_main_class(code)}.java"
+        if self.source_named_after_main:
+            return f"{self.main_class(code)}.java"
         return self.source
 
     def compile_job(self, code: str, timeout_s: float, memory_mb: int | None = None) -> Job:
@@ -68,8 +76,8 @@ class Language:
         return [a.format(mem=memory_mb, main=main) for a in self.run_argv]
 
     def main_class(self, code: str) -> str:
-        """Java's public class (the {main} placeholder; no other language's command line has one)."""
-        return java_main_class(code) if self.name == "java" else ""
+        """What the run command starts (the {main} placeholder), for the languages that name one."""
+        return self.main_of(code) if self.main_of else ""
 
     def run_limits(self, limits: Limits) -> Limits:
         if not self.as_headroom_mb:
@@ -99,10 +107,22 @@ def java_main_class(code: str) -> str:
     return m.group(1) if m else "Main"
 
 
+_SCALA_OBJECT = re.compile(r"^\s*object\s+([A-Za-z_][\w]*)", re.M)
+
+
+def scala_main_object(code: str) -> str:
+    """The object to run: the first top-level `object` (as SandboxFusion picks it), else Main."""
+    m = _SCALA_OBJECT.search(code)
+    return m.group(1) if m else "Main"
+
+
 # glibc gives each thread a malloc arena of up to 64 MiB of address space: VMs start many threads.
 _VM_ENV = {"MALLOC_ARENA_MAX": "2"}
 # Go: no -trimpath (the precompiled std would be rebuilt: 14 s instead of 0.45 s); cgo off, no network.
 _GO_ENV = {**_VM_ENV, "CGO_ENABLED": "0", "GOPROXY": "off", "GO111MODULE": "off", "GOTOOLCHAIN": "local"}
+
+# Programs `require`/`import` the npm libraries of the image (lodash, ...: sandboxes/image/node/package.json).
+_NODE_ENV = {"NODE_PATH": NODE_MODULES}
 
 LANGUAGES: dict[str, Language] = {
     lang.name: lang
@@ -116,19 +136,45 @@ LANGUAGES: dict[str, Language] = {
         Language("go", "main.go", ("go", "build", "-ldflags=-s -w", "-o", f"{OUT}/main", "{src}"),
                  RUN_BINARY, ("go", "version"), compile_memory_mb=2048, as_headroom_mb=1024, env=_GO_ENV),
         Language("java", "Main.java", ("javac", "-J-Xmx512m", *(f"-J{f}" for f in JVM_FLAGS), "-encoding", "UTF-8",
-                                       "-nowarn", "-d", OUT, "{src}"),
-                 ("java", "-Xmx{mem}m", "-Xss16m", *JVM_FLAGS, "-cp", ".", "{main}"),
+                                       "-nowarn", "-cp", JAVA_CLASS_PATH, "-d", OUT, "{src}"),
+                 # -ea: `assert` statements are checked, as SandboxFusion and MultiPL-E run Java.
+                 ("java", "-ea", "-Xmx{mem}m", "-Xss16m", *JVM_FLAGS, "-cp", JAVA_CLASS_PATH, "{main}"),
                  ("javac", "-J-Xmx64m", *(f"-J{f}" for f in JVM_FLAGS), "-version"),
-                 compile_memory_mb=512, compile_headroom_mb=1536, as_headroom_mb=1536, env=_VM_ENV),
+                 compile_memory_mb=512, compile_headroom_mb=1536, as_headroom_mb=1536, env=_VM_ENV,
+                 main_of=java_main_class, source_named_after_main=True),
+        Language("scala", "main.scala", ("scalac", "-J-Xmx512m", *(f"-J{f}" for f in JVM_FLAGS), "-nowarn", "-d", OUT,
+                                         "{src}"),
+                 ("java", "-ea", "-Xmx{mem}m", "-Xss16m", *JVM_FLAGS, "-cp", SCALA_CLASS_PATH, "{main}"),
+                 ("scalac", "-J-Xmx64m", *(f"-J{f}" for f in JVM_FLAGS), "-version"),
+                 compile_memory_mb=512, compile_headroom_mb=1536, as_headroom_mb=1536, env=_VM_ENV,
+                 main_of=scala_main_object),
+        # C# on Mono (Debian's; SandboxFusion runs .NET 8): mcs compiles to one assembly, mono runs it. -d:DEBUG
+        # keeps Debug.Assert checks, as `dotnet run`'s default Debug build does; inside/cs_entry.cs makes a failed
+        # one end the program, as on .NET.
+        Language("csharp", "Program.cs", ("mcs", "-d:DEBUG", "-nowarn:105", "-main:RewardboxEntry",
+                                          f"-out:{OUT}/main.exe", "{src}", f"{INSIDE}/cs_entry.cs"),
+                 ("mono", "main.exe"), ("mono", "--version"), compile_memory_mb=512, compile_headroom_mb=1024,
+                 as_headroom_mb=1024, env=_VM_ENV),
         Language("javascript", "solution.js", ("node", "--check", "{src}"),
                  ("node", "--max-old-space-size={mem}", NODE_STACK, "solution.js"), ("node", "--version"),
-                 compile_memory_mb=256, compile_headroom_mb=1024, as_headroom_mb=1024,
+                 compile_memory_mb=256, compile_headroom_mb=1024, as_headroom_mb=1024, env=_NODE_ENV,
                  runs_source=True),
         Language("typescript", "solution.ts", ("node", f"{INSIDE}/ts_compile.js", "{src}", f"{OUT}/solution.js"),
                  ("node", "--max-old-space-size={mem}", NODE_STACK, "solution.js"),
                  ("node", "-p", f"'node ' + process.version + ' typescript ' + require('{NODE_MODULES}/typescript')"
-                  ".version"), compile_memory_mb=512, compile_headroom_mb=1024, as_headroom_mb=1024),
+                  ".version"), compile_memory_mb=512, compile_headroom_mb=1024, as_headroom_mb=1024,
+                 env=_NODE_ENV),
         Language("bash", "solution.sh", ("bash", "-n", "{src}"), ("bash", "solution.sh"), ("bash", "--version"),
+                 compile_memory_mb=256, runs_source=True),
+        # Interpreted languages SandboxFusion users send (Debian packages; test libraries: luaunit, Test::Deep,
+        # Data::Compare, Ruby's test-unit). The compile step is the interpreter's own syntax check.
+        Language("php", "solution.php", ("php", "-l", "{src}"), ("php", "solution.php"), ("php", "--version"),
+                 compile_memory_mb=256, runs_source=True),
+        Language("ruby", "solution.rb", ("ruby", "-c", "{src}"), ("ruby", "solution.rb"), ("ruby", "--version"),
+                 compile_memory_mb=512, as_headroom_mb=256, env=_VM_ENV, runs_source=True),
+        Language("lua", "solution.lua", ("luac5.4", "-p", "{src}"), ("lua5.4", "solution.lua"), ("lua5.4", "-v"),
+                 compile_memory_mb=256, runs_source=True),
+        Language("perl", "solution.pl", ("perl", "-c", "{src}"), ("perl", "solution.pl"), ("perl", "--version"),
                  compile_memory_mb=256, runs_source=True),
     )
 }

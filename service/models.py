@@ -9,10 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from graders import pyast
+from sandboxes.languages import LANGUAGES
 
 from .repo_models import RepoRef, RepoTests, check_repo_fields
 
-SUPPORTED_LANGUAGES = ("python", "javascript", "typescript", "c", "cpp", "java", "go", "rust", "bash")
+# Python runs in the runner itself; every other language is one entry of sandboxes/languages.py.
+SUPPORTED_LANGUAGES = ("python", *LANGUAGES)
 PROFILES = ("seed", "gated", "binary", "pass_rate", "coderl")
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")
 MAX_WEIGHT = 100.0  # weights are never renormalised: this bounds a reward at 4 x MAX_WEIGHT

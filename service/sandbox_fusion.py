@@ -5,8 +5,11 @@ memory) comes in an extra `rewardbox` field that old clients ignore.
 
 Statuses: `Success` when the program exits 0 within limits; `Failed` when it does not (non-zero exit, time, memory
 or output limit); `SandboxError` only for our own faults. Languages: SandboxFusion's names python, cpp, nodejs,
-go, java, rust, bash, typescript (and c, javascript); compiled ones report `compile_result`, and a compile error
-is `Failed` with the compiler's message in `compile_result.stderr` and no `run_result`.
+go, java, rust, bash, typescript, php, ruby, lua, perl, scala, csharp (and c, javascript); compiled ones report
+`compile_result`, and a compile error is `Failed` with the compiler's message in `compile_result.stderr` and no
+`run_result`. Interpreted ones (nodejs, bash, php, ruby, lua, perl) run the source as SandboxFusion does: a syntax
+error is in `run_result` (the interpreter's exit status and stderr). `pytest` runs the code as a pytest file.
+Any other language or mode (jest, junit, R, kotlin, swift, ...) is a 400 listing the supported names.
 """
 
 from __future__ import annotations
@@ -19,17 +22,24 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sandboxes import Job, Limits, Result, Status
 from sandboxes.builds import Build
-from sandboxes.languages import LANGUAGES
+from sandboxes.languages import LANGUAGES, Language
 
 from .errors import NotStarted, Overloaded, Unavailable
-from .models import SUPPORTED_LANGUAGES, UNSUPPORTED_LANGUAGE
+from .models import UNSUPPORTED_LANGUAGE
 from .schema import ERRORS, retry_after
 from .validation import InvalidRequest, Problem, check_files, value_problem
 
 router = APIRouter()
 LANGUAGE_ALIASES = {"python": "python", "python3": "python", "cpp": "cpp", "c": "c", "nodejs": "javascript",
                     "javascript": "javascript", "typescript": "typescript", "go": "go", "java": "java",
-                    "rust": "rust", "bash": "bash"}
+                    "rust": "rust", "bash": "bash", "php": "php", "ruby": "ruby", "lua": "lua", "perl": "perl",
+                    "scala": "scala", "csharp": "csharp", "pytest": "pytest"}
+# SandboxFusion's `pytest` mode: the code is a pytest test file, run by the image's pytest; Success when every test
+# passes (pytest's exit status). A /run_code mode only: /reward has its own pytest test kind.
+PYTEST_MODE = Language("pytest", "test_solution.py", (), ("/usr/bin/python3", "-m", "pytest", "-q", "-p",
+                       "no:cacheprovider", "test_solution.py"), ("/usr/bin/python3", "-m", "pytest", "--version"),
+                       runs_source=True)
+RUN_CODE_LANGUAGES: dict[str, Language | None] = {"python": None, **LANGUAGES, "pytest": PYTEST_MODE}
 DEFAULT_MEMORY_MB = 512
 MIN_MEMORY_MB = 32
 MAX_COMPILE_S = 120.0
@@ -75,7 +85,7 @@ class RunCodeResponse(BaseModel):
 def checked_request(req: RunCodeRequest, settings) -> tuple[str, Limits, dict, list[str]]:
     """(language, limits, files, fetch paths); raises InvalidRequest naming the field."""
     language = LANGUAGE_ALIASES.get(req.language.strip().lower())
-    if language not in SUPPORTED_LANGUAGES:
+    if language not in RUN_CODE_LANGUAGES:
         raise InvalidRequest([Problem(("language",), f"{req.language[:64]!r} is not supported; supported: "
                                       f"{', '.join(LANGUAGE_ALIASES)}", UNSUPPORTED_LANGUAGE)])
     for name in ("code", "stdin"):
@@ -100,7 +110,7 @@ def checked_request(req: RunCodeRequest, settings) -> tuple[str, Limits, dict, l
 async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse | JSONResponse:
     executor = request.app.state.executor
     language, limits, files, fetch = checked_request(req, executor.settings)
-    lang = None if language == "python" else LANGUAGES[language]
+    lang = RUN_CODE_LANGUAGES[language]
     try:  # SandboxFusion clients (verl) retry 504 and nothing else: every "nothing ran, ask again" is a 504
         async with executor.admit(1 if lang is None else 2):
             return await _run(executor, req, lang, limits, files, fetch)
@@ -113,6 +123,12 @@ async def _run(executor, req: RunCodeRequest, lang, limits: Limits, files: dict,
     if lang is None:
         job = Job("run", program={"code": req.code, "filename": "main.py"}, stdin=req.stdin or "",
                   files=files or None, fetch_files=fetch or None, limits=limits)
+        return to_response(await executor.run(job))
+    if lang.runs_source:
+        # As SandboxFusion runs them: the interpreter reads the source, so a syntax error is the run's own
+        # failure (`bash` exits 2 with "syntax error" on stderr), in run_result, with no compile_result.
+        job = lang.run_job(req.code, {}, req.stdin or "", limits)
+        job = dataclasses.replace(job, files={**files, **(job.files or {})}, fetch_files=fetch or None)
         return to_response(await executor.run(job))
     build = await executor.builder.build(lang, req.code, req.compile_timeout)
     if build.status == "infra_error":

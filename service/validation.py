@@ -26,11 +26,15 @@ from .config import Settings
 from .models import SUPPORTED_LANGUAGES, UNSUPPORTED_LANGUAGE, RewardItem
 
 ITEM = TypeAdapter(RewardItem)
-TEST_KINDS = {"python": ["assert", "function", "io", "pytest", "repo"], "javascript": ["function", "io"],
-              "typescript": ["function", "io"], "c": ["io"], "cpp": ["io"], "java": ["io"], "go": ["io"],
-              "rust": ["io", "rust_test"], "bash": ["io"]}
+# Every language takes io tests (stdin -> stdout); these take more.
+TEST_KINDS = {**{language: ["io"] for language in SUPPORTED_LANGUAGES},
+              "python": ["assert", "function", "io", "pytest", "repo"], "javascript": ["function", "io"],
+              "typescript": ["function", "io"], "rust": ["io", "rust_test"]}
 MAX_NESTING = 100  # levels of lists/objects in one item; the sandbox codec stops at 200, pydantic's dump near 255
 MAX_FILES = 256  # /run_code files: each is a file (and its folders) in a job directory of 4096 inodes
+# Absolute places a job may also write and fetch_files may name (the sandbox's private /tmp and /mnt tmpfs, wiped
+# after every job: sandboxes/inside/runner.SHARED_ROOTS).
+FETCH_ROOTS = ("/tmp/", "/mnt/")
 MAX_FILES_BYTES = 8 << 20  # /run_code files, decoded, together (the job writes them under its memory limit)
 MAX_PATH_BYTES = 1024
 MAX_NAME_BYTES = 255  # one path component (NAME_MAX)
@@ -206,7 +210,8 @@ def item_work(item: RewardItem | Any) -> int:
 
 def check_files(files: dict[str, str | None], fetch: list[str]) -> tuple[dict[str, dict[str, str]], list[str]]:
     """SandboxFusion's `files` (path -> base64) and `fetch_files`: relative paths of plain names inside the job
-    directory, no file that is also a folder, bounded in count and size. Raises InvalidRequest naming the path."""
+    directory (fetch_files also under /tmp/ and /mnt/), no file that is also a folder, bounded in count and size.
+    Raises InvalidRequest naming the path."""
     if len(files) > MAX_FILES:
         raise InvalidRequest([Problem(("files",), f"at most {MAX_FILES} files", "too_long")])
     if len(fetch) > MAX_FILES:
@@ -231,14 +236,14 @@ def check_files(files: dict[str, str | None], fetch: list[str]) -> tuple[dict[st
         if path in folders:
             raise InvalidRequest([Problem(("files", path), "is both a file and a folder of another file", "path")])
     for i, path in enumerate(fetch):
-        reason = path_problem(path)
+        reason = path_problem(path, FETCH_ROOTS)
         if reason:
             raise InvalidRequest([Problem(("fetch_files", i), f"{path[:100]!r}: {reason}", "path")])
     return out, list(fetch)
 
 
-def path_problem(path: str) -> str | None:
-    """Why `path` cannot name a file inside the job directory, or None."""
+def path_problem(path: str, roots: tuple[str, ...] = ()) -> str | None:
+    """Why `path` cannot name a file inside the job directory (or below one of `roots`), or None."""
     if not path:
         return "empty path"
     if value_problem(path):
@@ -247,9 +252,10 @@ def path_problem(path: str) -> str | None:
         return "control characters (NUL, newline, ...) are not allowed in paths"
     if len(path.encode()) > MAX_PATH_BYTES:
         return f"longer than {MAX_PATH_BYTES} bytes"
-    if path.startswith("/"):
-        return "must be relative to the working directory"
-    parts = path.split("/")
+    root = next((r for r in roots if path.startswith(r)), "")
+    if path.startswith("/") and not root:
+        return "must be relative to the working directory" + (f" or under {' or '.join(roots)}" if roots else "")
+    parts = path[len(root):].split("/")
     if any(p == "" for p in parts):
         return "empty path component (a trailing or doubled '/')"
     if any(p in (".", "..") for p in parts):

@@ -6,7 +6,8 @@ interpreted ones, does not parse); RUNTIME_ERROR fails at run time with a non-ze
 
 from __future__ import annotations
 
-LANGUAGES = ("c", "cpp", "java", "go", "rust", "javascript", "typescript", "bash")
+LANGUAGES = ("c", "cpp", "java", "go", "rust", "javascript", "typescript", "bash", "php", "ruby", "lua", "perl",
+             "scala", "csharp")
 
 HELLO = {
     "c": '#include <stdio.h>\nint main(void) { puts("hello"); return 0; }\n',
@@ -17,6 +18,12 @@ HELLO = {
     "javascript": 'console.log("hello");\n',
     "typescript": 'const greeting: string = "hello";\nconsole.log(greeting);\n',
     "bash": 'echo hello\n',
+    "php": '<?php\necho "hello\\n";\n',
+    "ruby": 'puts "hello"\n',
+    "lua": 'print("hello")\n',
+    "perl": 'print "hello\\n";\n',
+    "scala": 'object Main {\n  def main(args: Array[String]): Unit = println("hello")\n}\n',
+    "csharp": 'public class Program {\n  public static void Main() { System.Console.WriteLine("hello"); }\n}\n',
 }
 
 FIZZBUZZ = {
@@ -111,6 +118,43 @@ for ((i = 1; i <= n; i++)); do
   elif (( i % 5 == 0 )); then echo Buzz; else echo "$i"; fi
 done
 """,
+    "php": """<?php
+$n = intval(trim(fgets(STDIN)));
+for ($i = 1; $i <= $n; $i++) {
+  echo $i % 15 == 0 ? "FizzBuzz" : ($i % 3 == 0 ? "Fizz" : ($i % 5 == 0 ? "Buzz" : $i)), "\n";
+}
+""",
+    "ruby": """n = STDIN.read.to_i
+(1..n).each { |i| puts(i % 15 == 0 ? "FizzBuzz" : i % 3 == 0 ? "Fizz" : i % 5 == 0 ? "Buzz" : i) }
+""",
+    "lua": """local n = tonumber(io.read("l"))
+for i = 1, n do
+  if i % 15 == 0 then print("FizzBuzz") elseif i % 3 == 0 then print("Fizz")
+  elseif i % 5 == 0 then print("Buzz") else print(i) end
+end
+""",
+    "perl": """my $n = <STDIN>;
+chomp $n;
+for my $i (1 .. $n) {
+  print $i % 15 == 0 ? "FizzBuzz" : $i % 3 == 0 ? "Fizz" : $i % 5 == 0 ? "Buzz" : $i, "\n";
+}
+""",
+    "scala": """object FizzBuzz extends App {
+  val n = scala.io.StdIn.readLine().trim.toInt
+  for (i <- 1 to n)
+    println(if (i % 15 == 0) "FizzBuzz" else if (i % 3 == 0) "Fizz" else if (i % 5 == 0) "Buzz" else i.toString)
+}
+""",
+    "csharp": """using System;
+
+public class Program {
+  public static void Main(string[] args) {
+    int n = int.Parse(Console.In.ReadToEnd().Trim());
+    for (int i = 1; i <= n; i++)
+      Console.WriteLine(i % 15 == 0 ? "FizzBuzz" : i % 3 == 0 ? "Fizz" : i % 5 == 0 ? "Buzz" : i.ToString());
+  }
+}
+""",
 }
 
 COMPILE_ERROR = {
@@ -122,6 +166,12 @@ COMPILE_ERROR = {
     "javascript": "function f( { return 1; }\n",
     "typescript": "const x: number = ;\n",
     "bash": "if then fi\n",
+    "php": "<?php\nfunction f( { return 1; }\n",
+    "ruby": "def f(\n  1 +\nend end\n",
+    "lua": "function f( return 1 end\n",
+    "perl": "sub f { return 1;\n",
+    "scala": "object Main { def main(args: Array[String]): Unit = { val x: Int = \"s\" } }\n",
+    "csharp": "public class Program { public static void Main() { int x = \"s\"; } }\n",
 }
 
 RUNTIME_ERROR = {
@@ -133,6 +183,13 @@ RUNTIME_ERROR = {
     "javascript": 'throw new Error("boom");\n',
     "typescript": 'const f = (): never => { throw new Error("boom"); };\nf();\n',
     "bash": 'echo start\nexit 3\n',
+    "php": '<?php\nthrow new Exception("boom");\n',
+    "ruby": 'raise "boom"\n',
+    "lua": 'error("boom")\n',
+    "perl": 'die "boom\\n";\n',
+    "scala": 'object Main extends App {\n  throw new IllegalStateException("boom")\n}\n',
+    "csharp": ('public class Program {\n  public static void Main() {\n'
+               '    throw new System.InvalidOperationException("boom");\n  }\n}\n'),
 }
 
 LOOP = {
@@ -146,6 +203,12 @@ LOOP = {
     "javascript": "let i = 0; for (;;) i++;\n",
     "typescript": "let i: number = 0; for (;;) i++;\n",
     "bash": "while :; do :; done\n",
+    "php": "<?php\n$i = 0; while (true) $i++;\n",
+    "ruby": "i = 0\nloop { i += 1 }\n",
+    "lua": "local i = 0\nwhile true do i = i + 1 end\n",
+    "perl": "my $i = 0; while (1) { $i++; }\n",
+    "scala": "object Main extends App {\n  var i = 0L\n  while (true) i += 1\n}\n",
+    "csharp": "public class Program {\n  public static void Main() { long i = 0; while (true) i++; }\n}\n",
 }
 
 

@@ -83,3 +83,30 @@ async def test_a_compiler_flooding_diagnostics_is_capped(pool, builder):
     outcome = await compile_and_run(pool, builder, "c", code)
     assert outcome.status == "syntax_error"
     assert len(outcome.message) <= 2000
+
+
+SHADOW_READERS = {
+    "php": "<?php\n$s = @file_get_contents('/etc/shadow');\nif ($s === false) { fwrite(STDERR, 'denied'); exit(1); }\n"
+           "echo $s;\n",
+    "ruby": "print File.read('/etc/shadow')\n",
+    "lua": "local f, err = io.open('/etc/shadow')\nif not f then io.stderr:write(err) os.exit(1) end\n"
+           "print(f:read('a'))\n",
+    "perl": "open(my $f, '<', '/etc/shadow') or die \"denied: $!\\n\";\nprint <$f>;\n",
+    "csharp": "public class Program {\n  static void Main() {\n"
+              "    System.Console.Write(System.IO.File.ReadAllText(\"/etc/shadow\"));\n  }\n}\n",
+}
+
+
+@pytest.mark.parametrize("language", SHADOW_READERS)
+async def test_an_interpreted_program_cannot_read_a_file_only_root_may_read(pool, builder, language):
+    outcome = await compile_and_run(pool, builder, language, SHADOW_READERS[language])
+    assert outcome.status == "runtime_error", (outcome.status, outcome.stderr)
+    assert "root:" not in outcome.stdout + outcome.stderr
+
+
+async def test_perl_code_run_by_the_syntax_check_is_sandboxed_too(pool, builder):
+    # `perl -c` runs BEGIN blocks: the syntax check runs the candidate's code, as the candidate uid in the sandbox
+    code = "BEGIN { open(my $f, '<', '/etc/shadow') or die \"denied: $!\\n\"; print <$f>; }\nprint \"x\\n\";\n"
+    outcome = await compile_and_run(pool, builder, "perl", code)
+    assert outcome.status == "syntax_error"
+    assert "root:" not in outcome.message and "Permission denied" in outcome.message

@@ -65,8 +65,8 @@ def report_of(result: Result) -> dict:
 
 
 # A job that looks at what an earlier job may have left: processes of any non-root uid (every job uid is non-root;
-# the runner and its zygotes are root), files in /tmp, the working directory, /dev/shm and /dev/mqueue, System V
-# IPC objects, and the fill level of the two scratch file systems.
+# the runner and its zygotes are root), files in /tmp, /mnt, the working directory, /dev/shm and /dev/mqueue, System V
+# IPC objects, and the fill level of the scratch file systems.
 PROBE = r"""
 import json, os, time
 time.sleep(float(os.environ.get("PROBE_DELAY", "0")))
@@ -112,8 +112,8 @@ for kind in ("shm", "msg", "sem"):
     except OSError:
         pass
 print(json.dumps({"uid": os.getuid(), "cwd": os.getcwd(), "procs": procs, "ipc": ipc,
-                  "left": listing("/tmp") + listing(".") + listing("/dev/shm") + listing("/dev/mqueue"),
-                  "tmp": usage("/tmp"), "scratch": usage(".")}))
+                  "left": sum((listing(d) for d in ("/tmp", "/mnt", ".", "/dev/shm", "/dev/mqueue")), []),
+                  "tmp": usage("/tmp"), "mnt": usage("/mnt"), "scratch": usage(".")}))
 """
 
 
@@ -143,7 +143,7 @@ async def assert_nothing_left(pool: SandboxPool, attacked: str | None, delay_s: 
         assert report["procs"] == [], f"{where}: processes left behind: {report['procs']}"
         assert report["left"] == [], f"{where}: files left behind: {report['left']}"
         assert report["ipc"] == [], f"{where}: System V IPC objects left behind: {report['ipc']}"
-        for fs in ("tmp", "scratch"):
+        for fs in ("tmp", "mnt", "scratch"):
             # an empty tmpfs still counts a few blocks and the working directory's inode
             assert report[fs]["used_blocks"] <= 64, f"{where}: {fs} still holds data: {report[fs]}"
             assert report[fs]["used_inodes"] <= 8, f"{where}: {fs} still holds inodes: {report[fs]}"
@@ -268,7 +268,7 @@ FILL = r"""
 import errno, json, os
 chunk = b"\1" * (4 << 20)  # below RLIMIT_FSIZE: the file system, not the rlimit, has to say no
 out = {}
-for root in ("/tmp", os.getcwd()):
+for root in ("/tmp", "/mnt", os.getcwd()):
     written, err = 0, None
     try:
         for i in range(1000):
@@ -339,7 +339,7 @@ async def test_dev_shm_is_missing_or_not_writable(pool: SandboxPool) -> None:
 INODE_FILL = r"""
 import errno, json, os
 out = {}
-for root in ("/tmp", os.getcwd()):
+for root in ("/tmp", "/mnt", os.getcwd()):
     n, err = 0, None
     try:
         while n < 200000:
@@ -1002,7 +1002,7 @@ async def test_writes_outside_the_scratch_dir_fail(pool: SandboxPool) -> None:
     writable = report.pop("writable_dirs")
     assert report.pop("oom_score_adj") != "lowered"
     assert {path: e for path, e in report.items() if e == "opened"} == {}, report
-    allowed = {"/tmp", "/scratch/c"}
+    allowed = {"/tmp", "/mnt", "/scratch/c"}  # each a private tmpfs, wiped after the job
     # /dev/mqueue is world-writable under Docker, but RLIMIT_MSGQUEUE = 0 keeps it empty (test_dev_shm...)
     assert set(writable) - allowed <= {"/dev/mqueue"}, writable
     assert_in_time(elapsed, job)

@@ -20,7 +20,7 @@ class SandboxSpec:
     memory_mb: int = 1536  # whole sandbox, memory = memory+swap; jobs are OOM-killed first
     cpus: float = 1.0  # CPU quota
     pids: int = 256  # all processes of the sandbox
-    tmpfs_mb: int = 64  # each of /tmp and /scratch
+    tmpfs_mb: int = 64  # each of /tmp, /mnt and /scratch
     tmpfs_inodes: int = 4096
 
 

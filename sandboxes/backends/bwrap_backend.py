@@ -1,8 +1,8 @@
 """Bubblewrap backend: the same runner under bwrap namespaces, for hosts without a Docker engine.
 
 The root filesystem is the sandbox image's (built offline by sandboxes/image/build.sh), bound read-only.
-New pid, ipc, uts, net (loopback only) and mount namespaces; tmpfs /tmp and /scratch with size and inode caps; the
-runner keeps only the capabilities it needs. Memory and pids are capped by a cgroup when the host lets us
+New pid, ipc, uts, net (loopback only) and mount namespaces; tmpfs /tmp, /mnt and /scratch with size and inode
+caps; the runner keeps only the capabilities it needs. Memory and pids are capped by a cgroup when the host lets us
 create one (root on cgroup v1 or v2); the runner's rlimits apply either way. Requires root: the runner must
 switch between distinct unprivileged uids, which an unprivileged user namespace cannot map.
 """
@@ -28,9 +28,9 @@ CLONE_NEWNS, MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x00020000, 0x2, 0x4, 0x4
 
 
 def _mount_scratch_tmpfs(mounts: list[tuple[bytes, bytes]]) -> None:
-    """In the child, before it execs bwrap: a private mount namespace holding the sandbox's two tmpfs, which bwrap
-    then binds to /tmp and /scratch. bwrap's own --tmpfs cannot cap inodes (nr_inodes); mounted here, they can.
-    Nothing reaches the host's mount table, and the mounts go with the sandbox's last process."""
+    """In the child, before it execs bwrap: a private mount namespace holding the sandbox's three tmpfs, which bwrap
+    then binds to /tmp, /mnt and /scratch. bwrap's own --tmpfs cannot cap inodes (nr_inodes); mounted here, they
+    can. Nothing reaches the host's mount table, and the mounts go with the sandbox's last process."""
     if _libc.unshare(CLONE_NEWNS) != 0 or _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         raise OSError(ctypes.get_errno(), "private mount namespace")
     for target, options in mounts:
@@ -146,7 +146,7 @@ class BubblewrapBackend:
             raise RuntimeError(f"sandbox root filesystem {rootfs_dir()} not built: run `make image`")
 
     def command(self, uid_base: int, spec: SandboxSpec, sock_dir: str, oom_file: str | None = None) -> list[str]:
-        """The bwrap command line; /tmp and /scratch come from sock_dir + "-fs" (see _mount_scratch_tmpfs)."""
+        """The bwrap command line; /tmp, /mnt and /scratch come from sock_dir + "-fs" (see _mount_scratch_tmpfs)."""
         # The runner tells a job killed by the kernel's OOM killer (memory_limit) from the cgroup's counter,
         # bound read-only into its private (0700) socket directory.
         oom = ["--ro-bind", oom_file, OOM_FILE] if oom_file else []
@@ -156,6 +156,7 @@ class BubblewrapBackend:
             "--proc", "/proc",
             "--dev", "/dev",
             "--bind", os.path.join(sock_dir + "-fs", "tmp"), "/tmp",
+            "--bind", os.path.join(sock_dir + "-fs", "mnt"), "/mnt",
             "--bind", os.path.join(sock_dir + "-fs", "scratch"), "/scratch",
             "--ro-bind", staged_runner_dir(), "/opt/rewardbox",
             "--bind", sock_dir, "/run/rewardbox", *oom,
@@ -175,7 +176,7 @@ class BubblewrapBackend:
         sock_dir = new_socket_dir()
         cgroup = Cgroup(f"sbx-{uuid.uuid4().hex[:12]}", spec)
         mounts = []
-        for name, mode in (("tmp", "1777"), ("scratch", "0755")):
+        for name, mode in (("tmp", "1777"), ("mnt", "1777"), ("scratch", "0755")):
             target = os.path.join(sock_dir + "-fs", name)
             os.makedirs(target, mode=0o700)
             options = f"size={spec.tmpfs_mb}m,nr_inodes={spec.tmpfs_inodes},mode={mode}"

@@ -100,7 +100,7 @@ class DockerBackend:
                 read_only=True,
                 # /scratch holds the job's working directory, where compiled programs run: explicitly exec
                 # (Docker adds noexec to a tmpfs whose options do not say exec).
-                tmpfs={"/tmp": tmpfs_opts + ",mode=1777",
+                tmpfs={"/tmp": tmpfs_opts + ",mode=1777", "/mnt": tmpfs_opts + ",mode=1777",
                        "/scratch": tmpfs_opts.replace(",noexec", ",exec") + ",mode=755"},
                 mem_limit=f"{spec.memory_mb}m",
                 memswap_limit=f"{spec.memory_mb}m",

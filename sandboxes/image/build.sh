@@ -25,6 +25,10 @@ SITE="usr/local/lib/python$PYVER/dist-packages"
 IMAGE_REPO=rewardbox-sandbox
 # Toolchains of the languages other than Python (sandboxes/languages.py), all Debian bookworm packages.
 TOOLCHAINS=nodejs,gcc,g++,libc6-dev,openjdk-17-jdk-headless,golang-go,rustc
+# Interpreters SandboxFusion users send too, with the test libraries its runner tests import (luaunit, Test::Deep,
+# Data::Compare; Ruby's test-unit ships with libruby), and the jar its Java runs put on the class path (javatuples).
+# The image cost of each is measured in the commit that added them (see the README's language table).
+EXTRA_LANGUAGES=php-cli,ruby,lua5.4,lua-unit,perl,libtest-deep-perl,libdata-compare-perl,scala,libjavatuples-java,mono-mcs
 # Repo tasks apply the candidate's unified diff inside the sandbox with GNU patch (service/repos.py).
 REPO_TOOLS=patch
 # npm packages (eslint, TypeScript) live here, installed from node/package-lock.json by npm_install.py.
@@ -174,14 +178,14 @@ build_rootfs() {
     # sets up the /usr symlinks itself (debootstrap's method, like debian:bookworm-slim) and avoids that.
     local hooks=(); local hookdir=/usr/share/mmdebstrap/hooks/merged-usr
     [ -d "$hookdir" ] && hooks=(--hook-dir="$hookdir")
-    log "mmdebstrap bookworm minbase + python3,libseccomp2,$TOOLCHAINS,$REPO_TOOLS from $main (security: $sec)"
+    log "mmdebstrap bookworm minbase + python3,libseccomp2,$TOOLCHAINS,$EXTRA_LANGUAGES,$REPO_TOOLS from $main (security: $sec)"
     local t0=$SECONDS
     # The hooks are single-quoted on purpose: mmdebstrap runs them under sh, which expands $RB_SELF and $1.
     # The JDK's postinst registers man pages with update-alternatives, which fails without their directory.
     # shellcheck disable=SC2016
     mkdir -p "$CACHE/npm"
     RB_PIP_PYTHON="$pypy" RB_WHEELS="$CACHE/wheels" RB_NPM_CACHE="$CACHE/npm" TMPDIR="$work" mmdebstrap \
-        --variant=minbase --include="python3,libseccomp2,$TOOLCHAINS,$REPO_TOOLS" \
+        --variant=minbase --include="python3,libseccomp2,$TOOLCHAINS,$EXTRA_LANGUAGES,$REPO_TOOLS" \
         --aptopt='Apt::Install-Recommends "false"' \
         --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
         --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/doc/*' \

@@ -55,7 +55,10 @@ import wire  # noqa: E402
 
 VERSION = "1"
 SCRATCH = "/scratch"
-WRITABLE_ROOTS = ("/tmp", SCRATCH)
+# The job's writable places, each a tmpfs of the sandbox, wiped after every job. /mnt: SandboxFusion users' programs
+# write there (`open("/mnt/b", "w")`) and fetch it back (fetch_files), as they could on SandboxFusion's host.
+SHARED_ROOTS = ("/tmp", "/mnt")
+WRITABLE_ROOTS = (*SHARED_ROOTS, SCRATCH)
 DEFAULT_LIMITS = {
     "wall_s": 10.0,  # wall-clock limit of one process (or one test case in judge jobs)
     "total_s": 30.0,  # wall-clock cap of the whole job
@@ -440,6 +443,8 @@ class Runner:
         self.orphan_maxrss_kb = 0
         # The candidate's home is root-owned and sticky (like /tmp), so the runner can see at a glance whether a
         # job left files; the judge's home belongs to the judge alone (the candidate must not read it).
+        for root in SHARED_ROOTS:  # like /tmp: any job uid may create files, none may touch another's (sticky)
+            os.chmod(root, 0o1777)  # Docker gives a tmpfs the mode of the image's directory (/mnt: 0755)
         cand_home = self.dirs[self.cand_uid]
         os.makedirs(cand_home, exist_ok=True)
         os.chmod(cand_home, 0o1777)
@@ -554,7 +559,8 @@ class Runner:
 
     def clean_uid(self, uid: int) -> bool:
         """Kill every process of uid and wipe the files it owns. True when nothing is left behind."""
-        if uid == self.cand_uid and not _pids_of_uid(uid) and _empty("/tmp") and _empty(self.dirs[uid]):
+        if (uid == self.cand_uid and not _pids_of_uid(uid) and all(_empty(root) for root in SHARED_ROOTS)
+                and _empty(self.dirs[uid])):
             return True  # nothing running, nothing written: no cleaner needed (the common case)
         pid = self._fork()
         if pid == 0:
@@ -1164,7 +1170,9 @@ def _read_job_files(paths: list[str]) -> dict:
 
     out, total = {}, 0
     for rel in paths[:64]:
-        if not isinstance(rel, str) or os.path.isabs(rel) or ".." in rel.split("/"):
+        if not isinstance(rel, str) or ".." in rel.split("/"):
+            continue
+        if os.path.isabs(rel) and not any(rel.startswith(root + "/") for root in SHARED_ROOTS):
             continue
         try:
             fd = os.open(rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)

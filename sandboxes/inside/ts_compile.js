@@ -1,7 +1,9 @@
 // TypeScript compile step (runs as the candidate uid inside the sandbox, through compile.py):
 //   node ts_compile.js SRC.ts OUT.js
 // Transpiles with TypeScript's own parser (types are erased, not checked: a type error is no compile error, as
-// with `tsc --noCheck`); a syntax error prints TypeScript's diagnostics and exits 1.
+// with `tsc --noCheck`); a syntax error prints TypeScript's diagnostics and exits 1. esModuleInterop: a default
+// import of a CommonJS module (`import assert from "assert"`, `import _ from "lodash"`) is the module itself, as
+// under tsx (SandboxFusion's runner) and Node's own ESM loader.
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -12,7 +14,8 @@ const text = fs.readFileSync(src, "utf8");
 const result = ts.transpileModule(text, {
   fileName: path.basename(src),
   reportDiagnostics: true,
-  compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.CommonJS, strict: false },
+  compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.CommonJS, strict: false,
+                     esModuleInterop: true },
 });
 const errors = (result.diagnostics || []).filter((d) => d.category === ts.DiagnosticCategory.Error);
 if (errors.length) {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-WRITABLE_ROOTS = ("/tmp", "/scratch")  # the sandbox's tmpfs mounts (runner.WRITABLE_ROOTS)
+WRITABLE_ROOTS = ("/tmp", "/mnt", "/scratch")  # the sandbox's tmpfs mounts (runner.WRITABLE_ROOTS)
 
 
 def files_written_kb() -> int:
