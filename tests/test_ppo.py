@@ -10,12 +10,20 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from trainer.ppo import Config, group_scores, train
+from trainer.evaluate import evaluate
+from trainer.ppo import Config, DeviceUnavailable, exact_kl, group_scores, resolve_device, train
 from trainer.tasks import named_function_task
-from trainer.tiny import byte_tokenizer, tiny_llama, warm_started
+from trainer.tiny import byte_tokenizer, teacher_of, tiny_llama, warm_started
 
 # Measured (README, "Policy client (PPO)"): last-10 minus first-10 mean reward 0.07-0.10 over seeds 0-3.
 MIN_REWARD_GAIN = 0.04
+# The in-line loop's first minibatch ratio differs from 1 only by float noise (minibatch vs whole-batch forward).
+RATIO_NOISE = 1e-3
+# Measured (README, "Teacher term"): fill in
+MIN_TEACHER_LEAD = 0.1
+DISTILL_STEPS = 15
+MAX_KL_LEFT = 0.7
+MIN_DISTILL_LEAD = 0.03
 
 
 def test_group_scores_leave_null_rewards_out_of_the_baseline_and_the_update():
@@ -110,3 +118,74 @@ def test_log_probs_of_a_left_padded_batch_match_each_row_scored_alone():
             alone = Rollouts(ids, torch.ones_like(ids), batch.mask[i:i + 1], prompt_ids.shape[1], batch.texts[i:i + 1])
             logp, _ = token_logprobs(policy, alone, temperature=1.0)
             assert torch.allclose(logp[batch.mask[i:i + 1].bool()], together[i][batch.mask[i].bool()], atol=1e-4)
+
+
+def test_exact_kl_is_zero_for_equal_distributions_and_matches_the_definition():
+    p = torch.log_softmax(torch.tensor([[[2.0, 0.0, -1.0]]]), -1)
+    q = torch.log_softmax(torch.tensor([[[0.0, 0.0, 0.0]]]), -1)
+    assert exact_kl(p, p).item() == pytest.approx(0.0, abs=1e-7)
+    assert exact_kl(p, q).item() == pytest.approx((p.exp() * (p - q)).sum().item())
+    assert exact_kl(p, q).item() > 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given where there is no GPU")
+def test_asking_for_cuda_without_a_gpu_fails_before_anything_starts():
+    with pytest.raises(DeviceUnavailable, match="sees no CUDA device"):
+        resolve_device("cuda")
+    for command in ([sys.executable, "bench/ppo_throughput.py", "--device", "cuda"],
+                    [sys.executable, "-m", "trainer.ppo", "--tiny", "--device", "cuda"]):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert done.returncode != 0, command
+        assert "sees no CUDA device" in done.stderr and "--device cpu" in done.stderr, done.stderr[-2000:]
+        assert "Traceback" not in done.stderr  # a message, not a crash
+
+
+def test_overlapped_scoring_trains_on_the_log_probs_of_the_policy_that_sampled(server: str, warm_checkpoint: str,
+                                                                               tmp_path):
+    """With overlap, batch t+1 is sampled before the update on batch t: its PPO ratio must start away from 1 (the
+    update in between moved the policy). Log-probs recomputed at training time would make it start at exactly 1."""
+    common = dict(url=server, model=warm_checkpoint, steps=3, prompts_per_step=4, group_size=8, learning_rate=3e-4)
+    inline = train(Config(out=str(tmp_path / "inline"), **common))
+    overlapped = train(Config(out=str(tmp_path / "overlap"), overlap=True, **common))
+    assert [row["policy_lag"] for row in inline] == [0, 0, 0]
+    assert [row["policy_lag"] for row in overlapped] == [0, 1, 1]
+    assert all(row["first_ratio_dev"] < RATIO_NOISE for row in inline)
+    assert overlapped[0]["first_ratio_dev"] < RATIO_NOISE  # the first batch has no update before it
+    assert all(row["first_ratio_dev"] > 10 * RATIO_NOISE for row in overlapped[1:])
+    assert all(row["reward"] is not None and row["time"]["reward_s"] >= 0 for row in overlapped)
+
+
+@pytest.fixture(scope="module")
+def teacher_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> str:
+    model, tokenizer = teacher_of(seed=0)
+    path = tmp_path_factory.mktemp("tiny-teacher")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def test_distillation_pulls_the_student_toward_a_better_teacher_faster_than_the_reward_alone(
+        server: str, warm_checkpoint: str, teacher_checkpoint: str, tmp_path):
+    from trainer.ppo import load_model
+
+    tokenizer = byte_tokenizer()
+    cpu = torch.device("cpu")
+    teacher_eval = evaluate(load_model(teacher_checkpoint, cpu), tokenizer, server, samples=8)
+    student_eval = evaluate(load_model(warm_checkpoint, cpu), tokenizer, server, samples=8)
+    assert teacher_eval.pass_rate - student_eval.pass_rate >= MIN_TEACHER_LEAD, (teacher_eval, student_eval)
+
+    common = dict(url=server, model=warm_checkpoint, teacher=teacher_checkpoint, seed=0, steps=DISTILL_STEPS,
+                  learning_rate=3e-4)
+    alone = train(Config(out=str(tmp_path / "reward"), teacher_kl_coef=0.0, **common))
+    distilled = train(Config(out=str(tmp_path / "distill"), teacher_kl_coef=1.0, **common))
+
+    def last(log: list[dict], key: str) -> float:
+        rows = log[-5:]
+        return sum(r["components"]["pass_rate"] if key == "pass_rate" else r[key] for r in rows) / len(rows)
+
+    kl_start = sum(r["kl_teacher_exact"] for r in distilled[:3]) / 3
+    assert last(distilled, "kl_teacher_exact") <= kl_start * MAX_KL_LEFT, (kl_start, last(distilled,
+                                                                                          "kl_teacher_exact"))
+    assert last(distilled, "kl_teacher_exact") < last(alone, "kl_teacher_exact")
+    assert last(distilled, "pass_rate") - last(alone, "pass_rate") >= MIN_DISTILL_LEAD, (
+        last(distilled, "pass_rate"), last(alone, "pass_rate"))
