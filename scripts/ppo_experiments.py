@@ -85,7 +85,8 @@ def sweep(args: argparse.Namespace, url: str, work: Path) -> dict[str, Any]:
 
 
 def distill(args: argparse.Namespace, url: str, work: Path) -> dict[str, Any]:
-    teacher = checkpoint(work, "teacher", lambda: teacher_of(seed=0))
+    teacher = checkpoint(work, f"teacher-{args.teacher_p_right}",
+                         lambda: teacher_of(seed=0, p_right=args.teacher_p_right))
     tokenizer = byte_tokenizer()
     results: dict[str, Any] = {"teacher": evaluate(load_model(teacher, torch.device("cpu")), tokenizer, url).__dict__}
     print("teacher", results["teacher"], flush=True)
@@ -126,6 +127,8 @@ def main() -> None:
     parser.add_argument("--kl", default="0.02,0.1,0.3,1.0", help="sweep: the kl_coef values")
     parser.add_argument("--kl-coef", type=float, default=Config.kl_coef, help="distill: kl_coef of both runs")
     parser.add_argument("--teacher-kl-coef", type=float, default=1.0, help="distill: the distillation run's weight")
+    parser.add_argument("--teacher-p-right", type=float, default=0.9,
+                        help="distill: how often the teacher's demonstrator is right (trainer.tiny.teacher_of)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     work = Path(args.work)

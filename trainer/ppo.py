@@ -69,7 +69,7 @@ class Config:
     ppo_epochs: int = 2
     minibatch_size: int = 32  # completions per optimiser step
     clip_eps: float = 0.2
-    kl_coef: float = 0.02  # weight of KL(policy || reference) in the per-token reward
+    kl_coef: float = 0.5  # weight of KL(policy || reference) in the per-token reward (README: the kl_coef sweep)
     teacher_kl_coef: float = 1.0  # weight of the reverse KL to the teacher (only with `teacher`)
     group_std_eps: float = 0.05  # keeps groups that differ only by timing jitter from being blown up to +-1
     max_grad_norm: float = 1.0
