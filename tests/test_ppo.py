@@ -10,12 +10,23 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from trainer.ppo import Config, group_scores, train
+from trainer.evaluate import evaluate
+from trainer.ppo import Config, DeviceUnavailable, exact_kl, group_scores, resolve_device, train
 from trainer.tasks import FUNCTIONS, named_function_task
-from trainer.tiny import byte_tokenizer, tiny_llama, warm_started
+from trainer.tiny import byte_tokenizer, teacher_of, tiny_llama, warm_started
 
 # Measured (README, "Policy client (PPO)"): last-10 minus first-10 mean reward 0.07-0.10 over seeds 0-3.
 MIN_REWARD_GAIN = 0.04
+# The in-line loop's first minibatch ratio differs from 1 only by float noise (minibatch vs whole-batch forward).
+RATIO_NOISE = 1e-3
+# Measured (README, "Teacher term"), seed 0, kl_coef 0.02: teacher pass rate 0.905, student 0.462; after 15 steps
+# the exact KL to the teacher over steps 11-15 is 0.28x its steps 1-3 value with distillation and 0.41x the value of
+# the reward-alone run, whose pass rate the distilled student matches (0.867 vs 0.876, 0.41 above the student's).
+MIN_TEACHER_LEAD = 0.25
+DISTILL_STEPS = 15
+MAX_KL_LEFT = 0.5  # of its start, with distillation
+MAX_KL_VS_REWARD_ALONE = 0.7
+MIN_PASS_RATE_GAIN = 0.25  # over the student's evaluation
 
 
 def test_group_scores_leave_null_rewards_out_of_the_baseline_and_the_update():
@@ -129,3 +140,74 @@ def test_ppo_agent_mode_acts_each_completion_out_in_a_session_before_it_is_grade
         grader.close()
     assert right["status"] == "passed" and right["reward"] == 1.0, right
     assert wrong["status"] == "failed" and "failed" in wrong["details"]["agent_transcript"][-1], wrong
+
+
+def test_exact_kl_is_zero_for_equal_distributions_and_matches_the_definition():
+    p = torch.log_softmax(torch.tensor([[[2.0, 0.0, -1.0]]]), -1)
+    q = torch.log_softmax(torch.tensor([[[0.0, 0.0, 0.0]]]), -1)
+    assert exact_kl(p, p).item() == pytest.approx(0.0, abs=1e-7)
+    assert exact_kl(p, q).item() == pytest.approx((p.exp() * (p - q)).sum().item())
+    assert exact_kl(p, q).item() > 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given where there is no GPU")
+def test_asking_for_cuda_without_a_gpu_fails_before_anything_starts():
+    with pytest.raises(DeviceUnavailable, match="sees no CUDA device"):
+        resolve_device("cuda")
+    for command in ([sys.executable, "bench/ppo_throughput.py", "--device", "cuda"],
+                    [sys.executable, "-m", "trainer.ppo", "--tiny", "--device", "cuda"]):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert done.returncode != 0, command
+        assert "sees no CUDA device" in done.stderr and "--device cpu" in done.stderr, done.stderr[-2000:]
+        assert "Traceback" not in done.stderr  # a message, not a crash
+
+
+def test_overlapped_scoring_trains_on_the_log_probs_of_the_policy_that_sampled(server: str, warm_checkpoint: str,
+                                                                               tmp_path):
+    """With overlap, batch t+1 is sampled before the update on batch t: its PPO ratio must start away from 1 (the
+    update in between moved the policy). Log-probs recomputed at training time would make it start at exactly 1."""
+    common = dict(url=server, model=warm_checkpoint, steps=3, prompts_per_step=4, group_size=8, learning_rate=3e-4)
+    inline = train(Config(out=str(tmp_path / "inline"), **common))
+    overlapped = train(Config(out=str(tmp_path / "overlap"), overlap=True, **common))
+    assert [row["policy_lag"] for row in inline] == [0, 0, 0]
+    assert [row["policy_lag"] for row in overlapped] == [0, 1, 1]
+    assert all(row["first_ratio_dev"] < RATIO_NOISE for row in inline)
+    assert overlapped[0]["first_ratio_dev"] < RATIO_NOISE  # the first batch has no update before it
+    assert all(row["first_ratio_dev"] > 10 * RATIO_NOISE for row in overlapped[1:])
+    assert all(row["reward"] is not None and row["time"]["reward_s"] >= 0 for row in overlapped)
+
+
+@pytest.fixture(scope="module")
+def teacher_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> str:
+    model, tokenizer = teacher_of(seed=0)
+    path = tmp_path_factory.mktemp("tiny-teacher")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def test_distillation_pulls_the_student_toward_a_better_teacher_where_the_reward_alone_does_not(
+        server: str, warm_checkpoint: str, teacher_checkpoint: str, tmp_path):
+    from trainer.ppo import load_model
+
+    tokenizer = byte_tokenizer()
+    cpu = torch.device("cpu")
+    teacher_eval = evaluate(load_model(teacher_checkpoint, cpu), tokenizer, server, samples=8)
+    student_eval = evaluate(load_model(warm_checkpoint, cpu), tokenizer, server, samples=8)
+    assert teacher_eval.pass_rate - student_eval.pass_rate >= MIN_TEACHER_LEAD, (teacher_eval, student_eval)
+
+    common = dict(url=server, model=warm_checkpoint, teacher=teacher_checkpoint, seed=0, steps=DISTILL_STEPS,
+                  learning_rate=3e-4, kl_coef=0.02)
+    alone = train(Config(out=str(tmp_path / "reward"), teacher_kl_coef=0.0, **common))  # the teacher only measured
+    distilled = train(Config(out=str(tmp_path / "distill"), teacher_kl_coef=1.0, **common))
+
+    def last(log: list[dict], key: str) -> float:
+        rows = log[-5:]
+        return sum(r["components"]["pass_rate"] if key == "pass_rate" else r[key] for r in rows) / len(rows)
+
+    kl_start = sum(r["kl_teacher_exact"] for r in distilled[:3]) / 3
+    kl_end, kl_alone = last(distilled, "kl_teacher_exact"), last(alone, "kl_teacher_exact")
+    assert kl_end <= MAX_KL_LEFT * kl_start, (kl_start, kl_end)
+    assert kl_end <= MAX_KL_VS_REWARD_ALONE * kl_alone, (kl_end, kl_alone)
+    assert last(distilled, "pass_rate") - student_eval.pass_rate >= MIN_PASS_RATE_GAIN, (
+        last(distilled, "pass_rate"), student_eval, last(alone, "pass_rate"))

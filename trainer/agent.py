@@ -1,4 +1,4 @@
-"""Agent mode of the PPO demo (`python -m trainer.ppo --agent true`): each completion is acted out in an agent
+"""Agent mode of the PPO demo (`python -m trainer.ppo --agent`): each completion is acted out in an agent
 session before it is graded, so the multi-turn loop (create, fork, exec, files, reward) runs end to end in CI.
 
 Each task becomes a tiny repository (an empty `solution.py` and a pytest file with one test per case); one base

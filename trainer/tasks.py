@@ -59,13 +59,14 @@ def demonstration(name: str, rng: random.Random, p_right: float = 0.5) -> str:
     return completion(FUNCTIONS[rng.choice([other for other in FUNCTIONS if other != name])])
 
 
-def demonstrations(n: int, seed: int = 0) -> list[tuple[str, str]]:
-    """n (prompt, completion) pairs from the weak demonstrator, for the supervised warm start."""
+def demonstrations(n: int, seed: int = 0, p_right: float = 0.5) -> list[tuple[str, str]]:
+    """n (prompt, completion) pairs from a demonstrator right with probability p_right (0.5: the weak one of the
+    student's warm start; higher: the teacher's), for supervised training."""
     rng = random.Random(seed)
     pairs = []
     for _ in range(n):
         name = rng.choice(list(FUNCTIONS))
-        pairs.append((named_function_task(name).prompt, demonstration(name, rng)))
+        pairs.append((named_function_task(name).prompt, demonstration(name, rng, p_right)))
     return pairs
 
 

@@ -46,3 +46,14 @@ def warm_started(seed: int = 0, sft_steps: int = 400) -> tuple[LlamaForCausalLM,
     model = tiny_llama(tokenizer, seed=seed)
     sft(model, tokenizer, demonstrations(4000, seed=seed), steps=sft_steps, seed=seed)
     return model, tokenizer
+
+
+def teacher_of(seed: int = 0, sft_steps: int = 600, p_right: float = 0.9) -> tuple[LlamaForCausalLM,
+                                                                                    PreTrainedTokenizerFast]:
+    """A teacher for the warm-started student: the same tiny architecture and tokenizer (the distillation term
+    compares their distributions token by token), trained longer and on a better demonstrator (right 90% of the
+    time instead of 50%), from another initialisation so that it is not the student's copy."""
+    tokenizer = byte_tokenizer()
+    model = tiny_llama(tokenizer, seed=seed + 1000)
+    sft(model, tokenizer, demonstrations(4000, seed=seed + 1000, p_right=p_right), steps=sft_steps, seed=seed + 1000)
+    return model, tokenizer
