@@ -618,7 +618,7 @@ class Runner:
         limits = {**DEFAULT_LIMITS, **(job.get("limits") or {})}
         self.jobs_done += 1
         if op == "run":
-            return self.run_job(job, limits, self.zygote)
+            return self.accounted(job, lambda: self.run_job(job, limits, self.zygote))
         if op == "lint" and job.get("language", "python") != "python":
             return self.node_linter.lint(job["code"], job["language"], float(limits["wall_s"]))
         if op == "lint":
@@ -627,7 +627,7 @@ class Runner:
             return self.run_job({"program": {"lint": True, "code": job["code"], "roots": job.get("roots")}}, limits,
                                 self.lint_zygote)
         if op == "judge":
-            return self.judge_job(job, limits)
+            return self.accounted(job, lambda: self.judge_job(job, limits))
         if op == "measure":
             import measure
 
@@ -637,6 +637,15 @@ class Runner:
 
             return repo_judge.repo_job(self, job, limits)
         return {"status": "sandbox_error", "error": f"unknown op {op!r}"}
+
+    def accounted(self, job: dict, run) -> dict:
+        """job["account"]: the result also carries "usage", everything the job's processes spent, counted as a
+        measuring run counts it (measure.py): orphans reaped and files weighed before the reply, not after."""
+        if not job.get("account"):
+            return run()
+        import measure
+
+        return measure.accounted(self, run)
 
     def after_job(self) -> bool:
         clean = True
