@@ -144,6 +144,15 @@ async def test_without_a_reference_efficiency_is_relative_to_the_limits(scorer):
     assert e["inputs"]["cpu_budget_ms"] == 2 * 10 * 1000
 
 
+async def test_without_a_reference_io_cases_are_summed_from_the_tests_stage(scorer):
+    tests = {"kind": "io", "cases": [{"stdin": "300000\n", "stdout": str(sum(i * i for i in range(300000)))},
+                                     {"stdin": "10\n", "stdout": "285"}]}
+    loop = "n = int(input())\ns = 0\nfor i in range(n):\n    s += i * i\nprint(s)\n"
+    e = await efficiency(scorer, loop, None, tests)
+    assert e["inputs"]["measured_by"] == "tests stage" and e["inputs"]["cpu_budget_ms"] == 2 * 10 * 1000, e
+    assert e["inputs"]["cpu_ms"] > 10, e  # 300,000 steps of a Python loop
+
+
 @pytest.mark.parametrize("moved", ["import_time", "daemon_thread", "forked_child", "cache_on_disk"])
 async def test_without_a_reference_work_moved_out_of_the_call_still_counts(scorer, moved):
     # No reference: the cost is the tests stage's own accounting (the runner's wait4 and statvfs), so work moved to
