@@ -451,6 +451,11 @@ class Runner:
 
         self.node_linter = node_lint.NodeLinter(uid_base + 3, os.path.join(SCRATCH, "l"), enter_job, place_fds,
                                                 job_env, self._fork, self._wait_child)
+        # Python quality: a warm pylint server under its own uid too (node_lint.py says why), started on first use.
+        server = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lint_server.py")
+        self.py_linter = node_lint.NodeLinter(uid_base + 4, os.path.join(SCRATCH, "p"), enter_job, place_fds, job_env,
+                                              self._fork, self._wait_child, argv=[sys.executable, "-s", server],
+                                              name="pylint")
         self._started_zygotes: list[Zygote] = []
         self.zygote = self._start_zygote("zygote")
         self.lint_zygote = self._start_zygote("lint zygote")
@@ -460,8 +465,8 @@ class Runner:
         self.pytest_zygote = self._start_zygote("pytest zygote")
         self.pytest_warm = False
         self.zygotes = (self.zygote, self.lint_zygote, self.judge_zygote)
-        # The lint zygote imports and exercises pylint now (~1 s), while the runner finishes starting up.
-        self.lint_warm_id = self.lint_zygote.send({"warm": "lint"})
+        # The lint zygote imports and exercises pylint only if the pylint server cannot run (warm_linters).
+        self.lint_warm_id = 0
         self.lint_warm = False
 
     # -- process bookkeeping
@@ -609,7 +614,9 @@ class Runner:
             return {"ok": True, "version": VERSION, "pid": os.getpid(), "jobs_done": self.jobs_done}
         if op == "warm_lint":
             if not self.lint_warm:
-                self.lint_zygote.reply(self.lint_warm_id)  # the reply to the warm-up request sent at start-up
+                if not self.lint_warm_id:
+                    self.lint_warm_id = self.lint_zygote.send({"warm": "lint"})
+                self.lint_zygote.reply(self.lint_warm_id)
                 self.lint_warm = True
             return {"ok": True}
         if op == "health":
@@ -622,6 +629,10 @@ class Runner:
         if op == "lint" and job.get("language", "python") != "python":
             return self.node_linter.lint(job["code"], job["language"], float(limits["wall_s"]))
         if op == "lint":
+            try:
+                return self.py_linter.lint(job["code"], "python", float(limits["wall_s"]), job.get("roots"))
+            except (RuntimeError, OSError):  # the server did not start: a fork of the lint zygote lints it
+                pass
             if not self.lint_warm:
                 self.handle(conn, {"op": "warm_lint"})
             return self.run_job({"program": {"lint": True, "code": job["code"], "roots": job.get("roots")}}, limits,
@@ -646,6 +657,13 @@ class Runner:
         import measure
 
         return measure.accounted(self, run)
+
+    def warm_linters(self) -> None:
+        """Ready means warm: the pylint server is up before the first job (failing that, the lint zygote is warm)."""
+        try:
+            self.py_linter.start()
+        except (RuntimeError, OSError):
+            self.handle(None, {"op": "warm_lint"})
 
     def after_job(self) -> bool:
         clean = True
@@ -1239,7 +1257,7 @@ def serve(sock_path: str, uid_base: int, oom_control: str | None) -> None:
     import gc
 
     gc.freeze()  # forked cleaners then copy fewer pages for the garbage collector
-    runner.handle(None, {"op": "warm_lint"})  # ready means warm: the linter is loaded before the first job
+    runner.warm_linters()  # ready means warm: the linter is loaded before the first job
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(sock_path)
     os.chmod(sock_path, 0o600)
