@@ -13,9 +13,13 @@ Processes (all inside the sandbox):
   So no job process inherits another job's data, not even as freed heap. Children set their OOM score to the
   maximum, drop to the job uid, take rlimits, the seccomp filter and a Landlock domain, then run the program.
   * zygote: run jobs and the candidate module of judge jobs;
-  * lint zygote: the same, with the linter imported once (warm) for quality jobs;
+  * lint zygote: the same, with the linter imported once (warm) for quality jobs when the pylint server (below)
+    cannot start;
   * judge zygote: the judge process of judge jobs, under its own uid; it runs the tests and calls the candidate
     through a plain-data channel. The candidate (another uid) can neither signal, ptrace nor open its pipes.
+- linter servers (node_lint.py): pylint (lint_server.py) and, on first use, eslint, each under its own uid with
+  the job rlimits and seccomp, lint one program after another (no job can read, signal or feed them); restarted
+  every 500 programs and after any failure.
 - owner watchdog: holds the host's connection and ends the runner when the host hangs up (its owner died), so
   that no sandbox outlives the process that started it.
 After every job a cleaner running as each job uid kills every process of that uid and wipes its files (cleaners
