@@ -161,8 +161,10 @@ async def test_without_a_reference_work_moved_out_of_the_call_still_counts(score
     hacked = await efficiency(scorer, {"import_time": AT_IMPORT, "daemon_thread": IN_THREAD, "forked_child": IN_CHILD,
                                        "cache_on_disk": ON_DISK}[moved], None, BIG_TESTS)
     assert plain["inputs"]["measured_by"] == hacked["inputs"]["measured_by"] == "tests stage"
-    assert hacked["inputs"]["cpu_ms"] >= 0.7 * plain["inputs"]["cpu_ms"], (hacked["inputs"], plain["inputs"])
-    assert hacked["inputs"]["cpu_ms"] > 50, hacked["inputs"]  # BIG steps of a Python loop: far above the floor
+    # One run each (no minimum over rounds), so load moves both by up to ~30 %; uncounted, the moved work would leave
+    # the ~5 ms of an import and two calls.
+    assert hacked["inputs"]["cpu_ms"] >= 0.5 * plain["inputs"]["cpu_ms"], (hacked["inputs"], plain["inputs"])
+    assert hacked["inputs"]["cpu_ms"] > 40, hacked["inputs"]  # BIG steps of a Python loop: far above the floor
 
 
 async def test_without_a_reference_memory_kept_in_tmp_files_counts(scorer):
