@@ -32,6 +32,9 @@ class Outcome:
     stdout: str = ""
     stderr: str = ""
     truncated: bool = False
+    # The runner's accounting of the whole tests stage (orphans and files included), when the caller asked for it
+    # (run_tests(account=True)): {"cpu_ms", "peak_memory_kb", "complete"}. Efficiency without a reference uses it.
+    usage: dict[str, Any] | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -26,36 +26,52 @@ def job_limits(timeout_s: float, memory_mb: int, max_item_s: float) -> Limits:
 
 
 async def run_tests(pool: SandboxPool, code: str, tests: Any, limits: Limits, language: str = "python",
-                    builder: Any = None, compile_timeout_s: float = 30.0) -> Outcome:
+                    builder: Any = None, compile_timeout_s: float = 30.0, account: bool = False) -> Outcome:
     """tests: a service.models test spec (or None: just run the program once). Languages other than Python
-    compile first (builder: a sandboxes.builds.Builder, whose cache the caller keeps).
+    compile first (builder: a sandboxes.builds.Builder, whose cache the caller keeps). account (Python): the
+    outcome carries the runner's accounting of the stage (Outcome.usage), counted as a measuring run counts it.
 
     The flags are computed here, from the source alone, and join every outcome: one that ended at load, in a
     hang, or as infra_error carries them as much as one that ran (graders/flags.py)."""
     flags, outcome = await asyncio.gather(asyncio.to_thread(flags_for, language, code),
-                                          _run(pool, code, tests, limits, language, builder, compile_timeout_s))
+                                          _run(pool, code, tests, limits, language, builder, compile_timeout_s,
+                                               account))
     outcome.flags = sorted(set(outcome.flags) | set(flags))
     return outcome
 
 
 async def _run(pool: SandboxPool, code: str, tests: Any, limits: Limits, language: str, builder: Any,
-               compile_timeout_s: float) -> Outcome:
+               compile_timeout_s: float, account: bool = False) -> Outcome:
     if language != "python":
         from .compiled import run_language_tests
 
         return await run_language_tests(pool, builder, language, code, tests, limits, compile_timeout_s)
     if tests is None:
-        return _from_runs(await asyncio.gather(_run_program(pool, code, "", limits)), None, None)
+        runs = await asyncio.gather(_run_program(pool, code, "", limits, account))
+        return _accounted(_from_runs(runs, None, None), runs)
     if tests.kind == "io":
-        runs = await asyncio.gather(*(_run_program(pool, code, c.stdin, limits) for c in tests.cases))
-        return _from_runs(runs, [c.stdout for c in tests.cases], tests.compare)
+        runs = await asyncio.gather(*(_run_program(pool, code, c.stdin, limits, account) for c in tests.cases))
+        return _accounted(_from_runs(runs, [c.stdout for c in tests.cases], tests.compare), runs)
     spec = tests.model_dump(exclude_none=True)
-    result = await pool.run(Job("judge", candidate={"code": code, "module": "solution"}, judge=spec, limits=limits))
-    return from_judge(result, getattr(tests, "entry_point", None))
+    result = await pool.run(Job("judge", candidate={"code": code, "module": "solution"}, judge=spec, limits=limits,
+                                account=account))
+    return _accounted(from_judge(result, getattr(tests, "entry_point", None)), [result])
 
 
-async def _run_program(pool: SandboxPool, code: str, stdin: str, limits: Limits) -> Result:
-    return await pool.run(Job("run", program={"code": code, "filename": "solution.py"}, stdin=stdin, limits=limits))
+async def _run_program(pool: SandboxPool, code: str, stdin: str, limits: Limits, account: bool = False) -> Result:
+    return await pool.run(Job("run", program={"code": code, "filename": "solution.py"}, stdin=stdin, limits=limits,
+                              account=account))
+
+
+def _accounted(outcome: Outcome, results: list[Result]) -> Outcome:
+    """The stage's usage over its jobs (one per io case): CPU summed, peak memory the largest, as measure.py sums
+    the cases of one measured run. Absent unless every job was accounted."""
+    usages = [r.usage for r in results]
+    if usages and all(u is not None for u in usages):
+        outcome.usage = {"cpu_ms": sum(u["cpu_ms"] for u in usages),
+                         "peak_memory_kb": max(u["peak_memory_kb"] for u in usages),
+                         "complete": all(u["complete"] for u in usages)}
+    return outcome
 
 
 def _execution(outcome: Outcome, result: Result) -> Outcome:

@@ -65,6 +65,7 @@ class Job:
     limits: Limits = field(default_factory=Limits)
     measure: dict[str, Any] | None = None
     repo: dict[str, Any] | None = None
+    account: bool = False  # op "run" / "judge": the result's usage counts orphans and files (inside/measure.py)
 
     def to_wire(self) -> dict[str, Any]:
         job: dict[str, Any] = {"limits": self.limits.to_wire()}
@@ -81,6 +82,8 @@ class Job:
                 value = getattr(self, key)
                 if value:
                     job[key] = value
+            if self.account:
+                job["account"] = True
         return {"op": self.op, "job": job}
 
     def deadline_s(self) -> float:
@@ -106,6 +109,7 @@ class Result:
     runs: list[dict[str, Any]] = field(default_factory=list)  # measure jobs: one record per run
     spec_error: str | None = None  # judge jobs: the test specification itself is broken
     files: dict[str, str] = field(default_factory=dict)  # fetched files, base64
+    usage: dict[str, Any] | None = None  # accounted jobs: {"cpu_ms", "peak_memory_kb", "complete"} (Job.account)
     sandbox_id: str | None = None
 
     @property
@@ -134,6 +138,7 @@ class Result:
             runs=list(raw.get("runs") or []),
             spec_error=raw.get("spec_error"),
             files=dict(raw.get("files") or {}),
+            usage=_usage(raw.get("usage")),
         )
 
     @classmethod
@@ -144,3 +149,11 @@ class Result:
         d = asdict(self)
         d["status"] = str(self.status)
         return d
+
+
+def _usage(raw: Any) -> dict[str, Any] | None:
+    """The runner's accounting of a job (never the program's word: the runner computes it from wait4 and statvfs)."""
+    if not isinstance(raw, dict):
+        return None
+    return {"cpu_ms": float(raw.get("cpu_ms") or 0.0), "peak_memory_kb": int(raw.get("peak_memory_kb") or 0),
+            "complete": raw.get("complete") is True}

@@ -72,14 +72,18 @@ class Scorer:
             needed -= {"quality", "efficiency"}
             tests_task = self.repo.grade(item.repo.id, item.patch, item.files, item.tests, limits)
         else:
+            # Efficiency without a reference reads the tests stage's own accounting (efficiency_measure.py).
+            account = "efficiency" in needed and item.reference_code is None
             tests_task = run_tests(budget, item.code, item.tests, limits, item.language, self.builder,
-                                   item.limits.compile_timeout_s)
+                                   item.limits.compile_timeout_s, account)
+        timings: dict[str, float] = {}
         if "quality" in needed and item.language in LINTED_LANGUAGES:
-            outcome, quality = await asyncio.gather(tests_task, self.quality.grade(item.code, item.language,
-                                                                                  lint_roots(item.tests)))
+            outcome, quality = await asyncio.gather(
+                _timed(tests_task, timings, "tests_only_ms"),
+                _timed(self.quality.grade(item.code, item.language, lint_roots(item.tests)), timings, "lint_ms"))
         else:
             outcome, quality = await tests_task, None
-        timings = {"tests_ms": (time.perf_counter() - started) * 1000}
+        timings["tests_ms"] = (time.perf_counter() - started) * 1000  # tests and lint, which run alongside
         base = ItemResult(id=item.id, rollout_id=rollout_id, status=outcome.status, reward=None,
                           profile=item.profile, weights=weights, message=outcome.message,
                           tests=[TestVerdict(**v.__dict__) for v in outcome.verdicts],
@@ -117,7 +121,17 @@ class Scorer:
             return EfficiencyReport(None, reason=f"efficiency is not measured for {item.language} yet")
         # One measuring job: candidate and reference alternate in one sandbox (see graders/efficiency_measure.py).
         return await self.efficiency.grade(item.code, item.reference_code, item.tests, limits,
-                                           item.limits.timeout_s, item.limits.memory_mb)
+                                           item.limits.timeout_s, item.limits.memory_mb, outcome.usage,
+                                           len(outcome.verdicts))
+
+
+async def _timed(task, timings: dict[str, float], name: str):
+    """Await task, noting its duration under name (the per-stage split bench/humaneval.py prints)."""
+    t = time.perf_counter()
+    try:
+        return await task
+    finally:
+        timings[name] = (time.perf_counter() - t) * 1000
 
 
 def _execution(outcome: Outcome) -> Execution:

@@ -11,6 +11,8 @@ import sys
 import pytest
 from pydantic import ValidationError
 
+from graders.efficiency_measure import EfficiencyGrader
+from graders.tests import job_limits
 from service.config import Settings
 from service.models import RewardItem
 from service.scoring import Scorer
@@ -140,6 +142,48 @@ async def test_without_a_reference_efficiency_is_relative_to_the_limits(scorer):
     e = await efficiency(scorer, REFERENCE, None)
     assert 0.9 < e["score"] <= 1.0
     assert e["inputs"]["cpu_budget_ms"] == 2 * 10 * 1000
+
+
+async def test_without_a_reference_io_cases_are_summed_from_the_tests_stage(scorer):
+    tests = {"kind": "io", "cases": [{"stdin": "300000\n", "stdout": str(sum(i * i for i in range(300000)))},
+                                     {"stdin": "10\n", "stdout": "285"}]}
+    loop = "n = int(input())\ns = 0\nfor i in range(n):\n    s += i * i\nprint(s)\n"
+    e = await efficiency(scorer, loop, None, tests)
+    assert e["inputs"]["measured_by"] == "tests stage" and e["inputs"]["cpu_budget_ms"] == 2 * 10 * 1000, e
+    assert e["inputs"]["cpu_ms"] > 10, e  # 300,000 steps of a Python loop
+
+
+@pytest.mark.parametrize("moved", ["import_time", "daemon_thread", "forked_child", "cache_on_disk"])
+async def test_without_a_reference_work_moved_out_of_the_call_still_counts(scorer, moved):
+    # No reference: the cost is the tests stage's own accounting (the runner's wait4 and statvfs), so work moved to
+    # import time, a thread or a forked child nobody waits for must be in it as it was in a measuring job.
+    plain = await efficiency(scorer, REFERENCE, None, BIG_TESTS)
+    hacked = await efficiency(scorer, {"import_time": AT_IMPORT, "daemon_thread": IN_THREAD, "forked_child": IN_CHILD,
+                                       "cache_on_disk": ON_DISK}[moved], None, BIG_TESTS)
+    assert plain["inputs"]["measured_by"] == hacked["inputs"]["measured_by"] == "tests stage"
+    # One run each (no minimum over rounds), so load moves both by up to ~30 %; uncounted, the moved work would leave
+    # the ~5 ms of an import and two calls.
+    assert hacked["inputs"]["cpu_ms"] >= 0.5 * plain["inputs"]["cpu_ms"], (hacked["inputs"], plain["inputs"])
+    assert hacked["inputs"]["cpu_ms"] > 40, hacked["inputs"]  # BIG steps of a Python loop: far above the floor
+
+
+async def test_without_a_reference_memory_kept_in_tmp_files_counts(scorer):
+    # written 1 MiB at a time: the process's own peak RSS stays small; 36 MiB in the sandbox's tmpfs (files of
+    # 12 MiB: under RLIMIT_FSIZE)
+    in_file = ("for k in range(3):\n    with open(f'/tmp/blob{k}', 'wb') as f:\n        for _ in range(12):\n"
+               "            f.write(b'x' * (1 << 20))\n"
+               + CLOSED_FORM)
+    lean = await efficiency(scorer, CLOSED_FORM, None)
+    hoarder = await efficiency(scorer, in_file, None)
+    assert hoarder["inputs"]["extra_memory_kb"] >= 30 * 1024, hoarder["inputs"]
+    assert hoarder["memory_score"] < lean["memory_score"] - 0.05, (hoarder, lean)
+
+
+async def test_a_tests_stage_whose_processes_survived_clean_up_scores_no_efficiency():
+    grader = EfficiencyGrader(pool=None)  # type: ignore[arg-type]  # nothing reaches a sandbox
+    usage = {"cpu_ms": 1.0, "peak_memory_kb": 1, "complete": False}
+    report = await grader.grade("", None, None, job_limits(10, 512, 120), 10, 512, usage, 1)
+    assert report.score is None and "survived clean-up" in report.reason
 
 
 def test_scaling_needs_an_entry_point_and_a_usable_generator():

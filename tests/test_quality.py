@@ -83,3 +83,32 @@ async def test_cyclomatic_complexity_is_reported_as_information(quality):
             "    for _ in range(x):\n        x -= 1\n    return x\n")
     report = await quality.grade(code)
     assert report.cyclomatic == [{"name": "branchy", "complexity": 4}]
+
+
+# The pylint server lints one program after another in one process: nothing one program leaves in the linter
+# (astroid's module cache, its inference cache) may shape the lint of the next.
+POISONERS = {
+    "defines_the_names_of_the_next": "def total(n):\n    return 'not a number'\n\n\nclass Helper:\n    x = 1\n",
+    "imports_solution_itself": "import solution\nfrom solution import *\nx = solution.total(1)\n",
+    "shadows_the_stdlib": "import os\nos = 3\nmath = None\ndef sqrt(x):\n    return x\n",
+    "does_not_parse": "def broken(:\n",
+    "linter_bomb": "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n",
+}
+VICTIM = ("import math\nfrom solution import Helper\n\n\ndef total(n):\n    helper = Helper()\n"
+          "    return math.sqrt(n) + helper.x + os.sep\n")
+
+
+@pytest.mark.parametrize("name", sorted(POISONERS))
+async def test_a_program_linted_before_does_not_change_the_next_program_s_lint(pool, name):
+    from graders.quality import LINT_LIMITS
+    from sandboxes import Job
+
+    def job(code: str) -> Job:
+        return Job("lint", program={"code": code, "language": "python", "roots": ["total"]}, limits=LINT_LIMITS)
+
+    alone = [(await pool.run(job(VICTIM))).stdout for _ in range(pool.size)]  # every sandbox, no cache on the way
+    for _ in range(pool.size):
+        await pool.run(job(POISONERS[name]))
+    after = [(await pool.run(job(VICTIM))).stdout for _ in range(pool.size)]
+    assert len(set(alone)) == 1 and '"ok": true' in alone[0], alone
+    assert set(after) == set(alone), (after, alone)

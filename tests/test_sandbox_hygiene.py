@@ -72,7 +72,7 @@ print("found", count_marker(os.environ["MARK_A"], os.environ["MARK_B"]))
 
 def planting_jobs(mark: str) -> list[Job]:
     """Every kind of job data the marker can travel in: code, stdin, files, environment, candidate, test spec,
-    expected values, lint source, a measuring job's reference."""
+    expected values, lint source, a measuring job's reference, accounted judge and run jobs."""
     code = f"# {mark}\nimport sys\ndata = sys.stdin.read() + open('data.txt').read()\nprint(len(data))\n"
     candidate = f"SECRET = {mark!r}\ndef echo(x):\n    return x\n"
     spec = {"kind": "function", "entry_point": "echo", "cases": [{"args": [mark], "expected": mark}]}
@@ -85,6 +85,9 @@ def planting_jobs(mark: str) -> list[Job]:
         Job("run", program={"argv": ["/bin/cat", "data.txt"]}, files={"data.txt": mark}, limits=LIMITS),
         Job("judge", candidate={"code": candidate, "module": "solution"}, judge=spec, limits=LIMITS),
         Job("judge", candidate={"code": candidate, "module": "solution"}, judge=assert_spec, limits=LIMITS),
+        # accounted jobs (efficiency from the tests stage) are cleaned before their reply, not after it
+        Job("judge", candidate={"code": candidate, "module": "solution"}, judge=spec, limits=LIMITS, account=True),
+        Job("run", program={"code": code}, stdin=mark, files={"data.txt": mark}, limits=LIMITS, account=True),
         Job("lint", program={"code": f"MARK = {mark!r}\n", "language": "python"}, limits=LIMITS),
         Job("measure", measure=measure, limits=LIMITS),
     ]

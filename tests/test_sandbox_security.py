@@ -72,8 +72,10 @@ import json, os, time
 time.sleep(float(os.environ.get("PROBE_DELAY", "0")))
 me = os.getpid()
 procs = []
-# The one process meant to outlive jobs: the runner's warm eslint (node_lint.py), under its own uid (job uid + 2).
-LINTER = (os.getuid() + 2, "node --max-old-space-size=256 /opt/rewardbox/eslint_server.js ")
+# The processes meant to outlive jobs: the runner's warm linters (node_lint.py), each under its own uid: eslint
+# (job uid + 2) and pylint (job uid + 3).
+LINTERS = {(os.getuid() + 2, "node --max-old-space-size=256 /opt/rewardbox/eslint_server.js "),
+           (os.getuid() + 3, "/usr/bin/python3 -s /opt/rewardbox/lint_server.py ")}
 for name in os.listdir("/proc"):
     if not name.isdigit() or int(name) == me:
         continue
@@ -89,7 +91,7 @@ for name in os.listdir("/proc"):
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:120]
         except OSError:
             cmd = "?"
-        if (uid, cmd) != LINTER:
+        if (uid, cmd) not in LINTERS:
             procs.append([int(name), uid, status.split("State:")[1].split()[0], cmd])
 
 def listing(root):

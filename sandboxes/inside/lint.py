@@ -76,7 +76,7 @@ def lint(code: str, path: str, roots: list[str] | None = None) -> dict:
     try:
         clean, suppressions = strip_pragmas(code)
     except (tokenize.TokenError, SyntaxError, IndentationError) as e:
-        return {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        return {"ok": False, "parse_error": f"{type(e).__name__}: {e}"}  # "error" is a failure of the linter
     with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
         f.write(clean)
     reporter = CollectingReporter()

@@ -119,6 +119,22 @@ def _measure_one(runner, program: dict, point: dict, limits: dict) -> dict | Non
             "wall_ms": (time.monotonic() - started) * 1000.0}
 
 
+def accounted(runner, run) -> dict:
+    """A tests-stage job (judge or run) with its usage counted as _measure_one counts a run's: the efficiency of an
+    item without a reference is then read from the job that ran its tests, with no second measuring job.
+    result["usage"] = {"cpu_ms", "peak_memory_kb", "complete"}; complete is false when a process of the job
+    survived clean-up (its cost is unknown: the host scores nothing from it)."""
+    runner.orphan_cpu_ms, runner.orphan_maxrss_kb = 0.0, 0
+    files_before = usage.files_written_kb()
+    res = run()
+    files = max(res.get("files_kb", 0), usage.files_written_kb() - files_before)
+    complete = _clean(runner)  # kills what is left; the runner reaps the orphans and keeps their rusage
+    res["usage"] = {"cpu_ms": res.get("cpu_ms", 0.0) + runner.orphan_cpu_ms,
+                    "peak_memory_kb": max(res.get("peak_memory_kb", 0) + files, runner.orphan_maxrss_kb),
+                    "complete": complete}
+    return res
+
+
 def _clean(runner) -> bool:
     uids = set(runner.used_uids)
     clean = runner.after_job()

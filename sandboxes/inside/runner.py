@@ -13,9 +13,13 @@ Processes (all inside the sandbox):
   So no job process inherits another job's data, not even as freed heap. Children set their OOM score to the
   maximum, drop to the job uid, take rlimits, the seccomp filter and a Landlock domain, then run the program.
   * zygote: run jobs and the candidate module of judge jobs;
-  * lint zygote: the same, with the linter imported once (warm) for quality jobs;
+  * lint zygote: the same, with the linter imported once (warm) for quality jobs when the pylint server (below)
+    cannot start;
   * judge zygote: the judge process of judge jobs, under its own uid; it runs the tests and calls the candidate
     through a plain-data channel. The candidate (another uid) can neither signal, ptrace nor open its pipes.
+- linter servers (node_lint.py): pylint (lint_server.py) and, on first use, eslint, each under its own uid with
+  the job rlimits and seccomp, lint one program after another (no job can read, signal or feed them); restarted
+  every 500 programs and after any failure.
 - owner watchdog: holds the host's connection and ends the runner when the host hangs up (its owner died), so
   that no sandbox outlives the process that started it.
 After every job a cleaner running as each job uid kills every process of that uid and wipes its files (cleaners
@@ -456,6 +460,11 @@ class Runner:
 
         self.node_linter = node_lint.NodeLinter(uid_base + 3, os.path.join(SCRATCH, "l"), enter_job, place_fds,
                                                 job_env, self._fork, self._wait_child)
+        # Python quality: a warm pylint server under its own uid too (node_lint.py says why), started on first use.
+        server = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lint_server.py")
+        self.py_linter = node_lint.NodeLinter(uid_base + 4, os.path.join(SCRATCH, "p"), enter_job, place_fds, job_env,
+                                              self._fork, self._wait_child, argv=[sys.executable, "-s", server],
+                                              name="pylint")
         self._started_zygotes: list[Zygote] = []
         self.zygote = self._start_zygote("zygote")
         self.lint_zygote = self._start_zygote("lint zygote")
@@ -465,8 +474,8 @@ class Runner:
         self.pytest_zygote = self._start_zygote("pytest zygote")
         self.pytest_warm = False
         self.zygotes = (self.zygote, self.lint_zygote, self.judge_zygote)
-        # The lint zygote imports and exercises pylint now (~1 s), while the runner finishes starting up.
-        self.lint_warm_id = self.lint_zygote.send({"warm": "lint"})
+        # The lint zygote imports and exercises pylint only if the pylint server cannot run (warm_linters).
+        self.lint_warm_id = 0
         self.lint_warm = False
 
     # -- process bookkeeping
@@ -615,7 +624,9 @@ class Runner:
             return {"ok": True, "version": VERSION, "pid": os.getpid(), "jobs_done": self.jobs_done}
         if op == "warm_lint":
             if not self.lint_warm:
-                self.lint_zygote.reply(self.lint_warm_id)  # the reply to the warm-up request sent at start-up
+                if not self.lint_warm_id:
+                    self.lint_warm_id = self.lint_zygote.send({"warm": "lint"})
+                self.lint_zygote.reply(self.lint_warm_id)
                 self.lint_warm = True
             return {"ok": True}
         if op == "health":
@@ -624,16 +635,20 @@ class Runner:
         limits = {**DEFAULT_LIMITS, **(job.get("limits") or {})}
         self.jobs_done += 1
         if op == "run":
-            return self.run_job(job, limits, self.zygote)
+            return self.accounted(job, lambda: self.run_job(job, limits, self.zygote))
         if op == "lint" and job.get("language", "python") != "python":
             return self.node_linter.lint(job["code"], job["language"], float(limits["wall_s"]))
         if op == "lint":
+            try:
+                return self.py_linter.lint(job["code"], "python", float(limits["wall_s"]), job.get("roots"))
+            except (RuntimeError, OSError):  # the server did not start: a fork of the lint zygote lints it
+                pass
             if not self.lint_warm:
                 self.handle(conn, {"op": "warm_lint"})
             return self.run_job({"program": {"lint": True, "code": job["code"], "roots": job.get("roots")}}, limits,
                                 self.lint_zygote)
         if op == "judge":
-            return self.judge_job(job, limits)
+            return self.accounted(job, lambda: self.judge_job(job, limits))
         if op == "measure":
             import measure
 
@@ -647,6 +662,22 @@ class Runner:
 
             return session_exec.session_job(self, job, limits)
         return {"status": "sandbox_error", "error": f"unknown op {op!r}"}
+
+    def accounted(self, job: dict, run) -> dict:
+        """job["account"]: the result also carries "usage", everything the job's processes spent, counted as a
+        measuring run counts it (measure.py): orphans reaped and files weighed before the reply, not after."""
+        if not job.get("account"):
+            return run()
+        import measure
+
+        return measure.accounted(self, run)
+
+    def warm_linters(self) -> None:
+        """Ready means warm: the pylint server is up before the first job (failing that, the lint zygote is warm)."""
+        try:
+            self.py_linter.start()
+        except (RuntimeError, OSError):
+            self.handle(None, {"op": "warm_lint"})
 
     def after_job(self) -> bool:
         clean = True
@@ -1242,7 +1273,7 @@ def serve(sock_path: str, uid_base: int, oom_control: str | None) -> None:
     import gc
 
     gc.freeze()  # forked cleaners then copy fewer pages for the garbage collector
-    runner.handle(None, {"op": "warm_lint"})  # ready means warm: the linter is loaded before the first job
+    runner.warm_linters()  # ready means warm: the linter is loaded before the first job
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(sock_path)
     os.chmod(sock_path, 0o600)
