@@ -74,8 +74,8 @@ me = os.getpid()
 procs = []
 # The processes meant to outlive jobs: the runner's warm linters (node_lint.py), each under its own uid: eslint
 # (job uid + 2) and pylint (job uid + 3).
-LINTERS = {(os.getuid() + 2, "node --max-old-space-size=256 /opt/rewardbox/eslint_server.js "),
-           (os.getuid() + 3, "/usr/bin/python3 -s /opt/rewardbox/lint_server.py ")}
+# Each is told apart by its uid and its script (the interpreter's path and flags are the runner's business).
+LINTERS = {os.getuid() + 2: "/opt/rewardbox/eslint_server.js ", os.getuid() + 3: "/opt/rewardbox/lint_server.py "}
 for name in os.listdir("/proc"):
     if not name.isdigit() or int(name) == me:
         continue
@@ -91,7 +91,7 @@ for name in os.listdir("/proc"):
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:120]
         except OSError:
             cmd = "?"
-        if (uid, cmd) not in LINTERS:
+        if not (uid in LINTERS and cmd.endswith(LINTERS[uid])):
             procs.append([int(name), uid, status.split("State:")[1].split()[0], cmd])
 
 def listing(root):
