@@ -28,6 +28,7 @@ import base64
 import json
 import os
 import secrets
+import select
 import sys
 import time
 import traceback
@@ -137,13 +138,23 @@ def _fresh_dirs(runner, snap: ws.Snapshot) -> None:
 
 def _as_judge(runner, step) -> dict:
     """Run step() in a fresh process as the judge uid (cwd: the workspace); its dict comes back on a pipe."""
+    out = run_helper(runner, runner.judge_uid, WORKSPACE, step, umask=0o022)  # readable by tests, writable by judge
+    if "crash" in out:
+        raise RuntimeError(f"repo workspace helper failed: {out['crash']}")
+    return out
+
+
+def run_helper(runner, uid: int, cwd: str, step, umask: int | None = None) -> dict:
+    """Run step() in a fresh process as uid (in cwd, with HELPER_LIMITS); its dict comes back on a pipe.
+    A WorkspaceError is the workspace's ({"error": ...}); any other failure is a fault of ours ({"crash": ...})."""
     r, w = os.pipe()
     pid = runner._fork()
     if pid == 0:
         try:
             os.close(r)
-            _rt(runner).enter_job(runner.judge_uid, HELPER_LIMITS, WORKSPACE)
-            os.umask(0o022)  # readable by the test process, writable by no one but the judge uid
+            _rt(runner).enter_job(uid, HELPER_LIMITS, cwd)
+            if umask is not None:
+                os.umask(umask)
             try:
                 out = step()
             except ws.WorkspaceError as e:
@@ -158,17 +169,12 @@ def _as_judge(runner, step) -> dict:
     frames: list = []
     deadline = time.monotonic() + HELPER_LIMITS["wall_s"]
     while not frames and not reader.eof and time.monotonic() < deadline:
-        import select
-
         select.select([r], [], [], 0.1)
         frames = reader.feed()
     os.close(r)
     _rt(runner)._kill_quietly(pid)
     runner._wait_child(pid, 5.0)
-    if not frames or "crash" in frames[0]:
-        detail = frames[0]["crash"] if frames else "no report"
-        raise RuntimeError(f"repo workspace helper failed: {detail}")
-    return frames[0]
+    return frames[0] if frames else {"crash": "the workspace helper sent no report"}
 
 
 def _kill_uid(runner, uid: int) -> None:

@@ -26,13 +26,10 @@ from __future__ import annotations
 
 import base64
 import os
-import select
 import time
-import traceback
 
 import repo_judge
 import repo_workspace as ws
-import wire
 
 WORKSPACE = "/scratch/c/ws"
 READ_CAP = 64 << 20
@@ -77,35 +74,9 @@ def session_job(runner, job: dict, limits: dict) -> dict:
 
 
 def _as_candidate(runner, step) -> dict:
-    """Run step() in a fresh process as the candidate uid (cwd: the candidate's home); its dict comes back on a
-    pipe. A crash is a fault of ours ({"crash": ...}); a WorkspaceError is the session's ({"error": ...})."""
-    rt = repo_judge._rt(runner)
-    r, w = os.pipe()
-    pid = runner._fork()
-    if pid == 0:
-        try:
-            os.close(r)
-            rt.enter_job(runner.cand_uid, repo_judge.HELPER_LIMITS, os.path.dirname(WORKSPACE))
-            try:
-                out = step()
-            except ws.WorkspaceError as e:
-                out = {"error": str(e)}
-            except BaseException:  # noqa: BLE001 - a fault of ours, reported as such
-                out = {"crash": traceback.format_exc()[-3000:]}
-            wire.write_fd(w, out)
-        finally:
-            os._exit(0)
-    os.close(w)
-    reader = wire.FdReader(r)
-    frames: list = []
-    deadline = time.monotonic() + repo_judge.HELPER_LIMITS["wall_s"]
-    while not frames and not reader.eof and time.monotonic() < deadline:
-        select.select([r], [], [], 0.1)
-        frames = reader.feed()
-    os.close(r)
-    rt._kill_quietly(pid)
-    runner._wait_child(pid, 5.0)
-    return frames[0] if frames else {"crash": "the session's workspace helper sent no report"}
+    """Run step() in a fresh process as the candidate uid (cwd: the candidate's home). A crash is a fault of ours
+    ({"crash": ...}); a WorkspaceError is the session's ({"error": ...})."""
+    return repo_judge.run_helper(runner, runner.cand_uid, os.path.dirname(WORKSPACE), step)
 
 
 def _build(snap: ws.Snapshot, delta: dict) -> dict:
