@@ -53,6 +53,7 @@ from trainer.scoring import BackgroundScorer
 from trainer.tasks import Task, load_tasks, named_function_tasks
 
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")
+TEACHER_LOSSES = ("reward", "token", "exact")  # Config.teacher_loss
 
 
 @dataclass
@@ -285,6 +286,8 @@ def train(cfg: Config, policy: PreTrainedModel | None = None, tokenizer: PreTrai
     pi_theta / pi_old is the importance weight from the behaviour policy and the clip bounds the drift of both
     updates together (the row's `policy_lag` says 0 or 1; `first_ratio_dev` shows the lag in the first minibatch).
     """
+    if cfg.teacher_loss not in TEACHER_LOSSES:
+        raise ValueError(f"teacher_loss must be one of {TEACHER_LOSSES}, not {cfg.teacher_loss!r}")
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
