@@ -2,6 +2,8 @@
 
     .venv/bin/python scripts/ppo_experiments.py sweep   --kl 0.02,0.1,0.3,1.0 --steps 40
     .venv/bin/python scripts/ppo_experiments.py distill --seeds 0,1 --steps 40
+    .venv/bin/python scripts/ppo_experiments.py distill --seeds 0,1 --steps 30 --kl-coef 0.02 --profile binary \
+        --student-p-right 0.1 --teacher-loss exact --learning-rate 1e-3 --tag sparse     # the sparse-reward case
 
 `sweep`: the reference term. One PPO run per `kl_coef`, same student, same seed; reports reward and pass rate over
 the first and last 10 steps, entropy at both ends, and the exact KL to the reference over the last 10 steps.
