@@ -2,6 +2,8 @@
 
     .venv/bin/python scripts/ppo_experiments.py sweep   --kl 0.02,0.1,0.3,1.0 --steps 40
     .venv/bin/python scripts/ppo_experiments.py distill --seeds 0,1 --steps 40
+    .venv/bin/python scripts/ppo_experiments.py distill --seeds 0,1 --steps 30 --kl-coef 0.02 --profile binary \
+        --student-p-right 0.1 --teacher-loss exact --learning-rate 1e-3 --tag sparse     # the sparse-reward case
 
 `sweep`: the reference term. One PPO run per `kl_coef`, same student, same seed; reports reward and pass rate over
 the first and last 10 steps, entropy at both ends, and the exact KL to the reference over the last 10 steps.
@@ -92,13 +94,19 @@ def distill(args: argparse.Namespace, url: str, work: Path) -> dict[str, Any]:
     print("teacher", results["teacher"], flush=True)
     target = results["teacher"]["pass_rate"] - 0.05
     for seed in [int(s) for s in args.seeds.split(",")]:
-        student = checkpoint(work, f"student-{seed}", lambda seed=seed: warm_started(seed=seed))
+        student_name = f"student-{seed}" + ("" if (args.student_p_right, args.student_sft_steps) == (0.5, 400)
+                                            else f"-p{args.student_p_right}-sft{args.student_sft_steps}")
+        student = checkpoint(work, student_name,
+                             lambda seed=seed: warm_started(seed=seed, sft_steps=args.student_sft_steps,
+                                                            p_right=args.student_p_right))
         results[f"student-{seed}"] = evaluate(load_model(student, torch.device("cpu")), tokenizer, url).__dict__
         print("student", seed, results[f"student-{seed}"], flush=True)
         for name, coef in (("reward", 0.0), ("reward+teacher", args.teacher_kl_coef)):
-            log = train(Config(url=url, model=student, teacher=teacher, out=str(work / f"distill-{seed}-{name}"),
-                               seed=seed, steps=args.steps, learning_rate=3e-4, kl_coef=args.kl_coef,
-                               teacher_kl_coef=coef, device="cpu"))
+            out = work / f"distill-{seed}-{name}-{args.tag}"
+            log = train(Config(url=url, model=student, teacher=teacher, out=str(out), seed=seed,
+                               steps=args.steps, learning_rate=args.learning_rate, kl_coef=args.kl_coef,
+                               teacher_kl_coef=coef, teacher_loss=args.teacher_loss,
+                               profile=args.profile, device="cpu"))
             s = summary(log) | {"steps_to_teacher": steps_to_reach(log, target)}
             results[f"{name}-{seed}"] = s
             print(name, seed, json.dumps(s), flush=True)
@@ -129,6 +137,15 @@ def main() -> None:
     parser.add_argument("--teacher-kl-coef", type=float, default=1.0, help="distill: the distillation run's weight")
     parser.add_argument("--teacher-p-right", type=float, default=0.9,
                         help="distill: how often the teacher's demonstrator is right (trainer.tiny.teacher_of)")
+    parser.add_argument("--student-p-right", type=float, default=0.5,
+                        help="distill: how often the student's demonstrator is right (trainer.tiny.warm_started)")
+    parser.add_argument("--student-sft-steps", type=int, default=400, help="distill: the student's SFT steps")
+    parser.add_argument("--teacher-loss", choices=("reward", "token", "exact"), default=Config.teacher_loss,
+                        help="distill: how the teacher term enters (trainer.ppo.Config.teacher_loss)")
+    parser.add_argument("--tag", default="run", help="distill: names this setting's output folders")
+    parser.add_argument("--learning-rate", type=float, default=3e-4, help="distill: the learning rate of both runs")
+    parser.add_argument("--profile", default=Config.profile,
+                        help="distill: the reward profile PPO trains on (binary: 0/1, a sparse reward)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     work = Path(args.work)
@@ -140,7 +157,8 @@ def main() -> None:
         if proc is not None:
             proc.terminate()
             proc.wait(30)
-    (work / f"{args.command}.json").write_text(json.dumps(results, indent=2))
+    name = f"distill-{args.tag}" if args.command == "distill" else args.command
+    (work / f"{name}.json").write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,11 @@ DISTILL_STEPS = 15
 MAX_KL_LEFT = 0.5  # of its start, with distillation
 MAX_KL_VS_REWARD_ALONE = 0.7
 MIN_PASS_RATE_GAIN = 0.25  # over the student's evaluation
+# Measured (README, "Teacher term", sparse reward): a weak student (demonstrator right 10% of the time, pass rate
+# 0.18) on the binary profile, lr 1e-3, teacher_loss "exact": pass rate over steps 21-30 0.477 with the teacher term
+# against 0.297 by the reward alone (seed 0; seed 1: 0.495 against 0.209).
+SPARSE_STEPS = 30
+MIN_SPARSE_LEAD = 0.1  # distilled minus reward-alone pass rate, steps 21-30 (measured 0.18)
 
 
 def test_group_scores_leave_null_rewards_out_of_the_baseline_and_the_update():
@@ -178,6 +183,16 @@ def test_overlapped_scoring_trains_on_the_log_probs_of_the_policy_that_sampled(s
 
 
 @pytest.fixture(scope="module")
+def weak_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A student whose demonstrator was right 10% of the time: on the binary profile most of its groups all fail."""
+    model, tokenizer = warm_started(seed=0, p_right=0.1)
+    path = tmp_path_factory.mktemp("tiny-weak")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
 def teacher_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> str:
     model, tokenizer = teacher_of(seed=0)
     path = tmp_path_factory.mktemp("tiny-teacher")
@@ -211,3 +226,17 @@ def test_distillation_pulls_the_student_toward_a_better_teacher_where_the_reward
     assert kl_end <= MAX_KL_VS_REWARD_ALONE * kl_alone, (kl_end, kl_alone)
     assert last(distilled, "pass_rate") - student_eval.pass_rate >= MIN_PASS_RATE_GAIN, (
         last(distilled, "pass_rate"), student_eval, last(alone, "pass_rate"))
+
+
+def test_distillation_raises_a_weak_students_pass_rate_faster_than_a_sparse_reward_alone(
+        server: str, weak_checkpoint: str, teacher_checkpoint: str, tmp_path):
+    common = dict(url=server, model=weak_checkpoint, teacher=teacher_checkpoint, seed=0, steps=SPARSE_STEPS,
+                  learning_rate=1e-3, kl_coef=0.02, profile="binary", teacher_loss="exact")
+    alone = train(Config(out=str(tmp_path / "reward"), teacher_kl_coef=0.0, **common))
+    distilled = train(Config(out=str(tmp_path / "distill"), teacher_kl_coef=1.0, **common))
+
+    def late_pass_rate(log: list[dict]) -> float:
+        return sum(r["components"]["pass_rate"] for r in log[-10:]) / 10
+
+    assert late_pass_rate(distilled) - late_pass_rate(alone) >= MIN_SPARSE_LEAD, (
+        late_pass_rate(distilled), late_pass_rate(alone))

@@ -53,6 +53,7 @@ from trainer.scoring import BackgroundScorer
 from trainer.tasks import Task, load_tasks, named_function_tasks
 
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")
+TEACHER_LOSSES = ("reward", "token", "exact")  # Config.teacher_loss
 
 
 @dataclass
@@ -74,6 +75,10 @@ class Config:
     clip_eps: float = 0.2
     kl_coef: float = 0.5  # weight of KL(policy || reference) in the per-token reward (README: the kl_coef sweep)
     teacher_kl_coef: float = 1.0  # weight of the reverse KL to the teacher (only with `teacher`)
+    # how the teacher term enters: "reward" (its per-sample estimate log p - log q summed into the returns-to-go),
+    # "token" (that estimate as each token's own advantage, gamma 0), or "exact" (the reverse KL over the whole
+    # vocabulary at each sampled position, added to the loss and differentiated: no sampling noise)
+    teacher_loss: str = "reward"
     group_std_eps: float = 0.05  # keeps groups that differ only by timing jitter from being blown up to +-1
     max_grad_norm: float = 1.0
     profile: str = "seed"  # rewardbox reward profile
@@ -281,6 +286,8 @@ def train(cfg: Config, policy: PreTrainedModel | None = None, tokenizer: PreTrai
     pi_theta / pi_old is the importance weight from the behaviour policy and the clip bounds the drift of both
     updates together (the row's `policy_lag` says 0 or 1; `first_ratio_dev` shows the lag in the first minibatch).
     """
+    if cfg.teacher_loss not in TEACHER_LOSSES:
+        raise ValueError(f"teacher_loss must be one of {TEACHER_LOSSES}, not {cfg.teacher_loss!r}")
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -333,10 +340,13 @@ def train(cfg: Config, policy: PreTrainedModel | None = None, tokenizer: PreTrai
         token_rewards = torch.zeros_like(b.logp_old)
         token_rewards[torch.arange(len(b.rows), device=device), last] += scores  # the test reward, group-normalised
         token_rewards -= cfg.kl_coef * kl_ref  # stay close to the reference
-        token_rewards -= cfg.teacher_kl_coef * kl_teacher  # on-policy distillation
+        if cfg.teacher_loss == "reward":
+            token_rewards -= cfg.teacher_kl_coef * kl_teacher  # on-policy distillation
         token_rewards *= mask
         # 4. advantages: returns-to-go (gamma = 1); the group mean inside `scores` is the baseline
         advantages = token_rewards.flip(1).cumsum(1).flip(1) * mask
+        if cfg.teacher_loss == "token":
+            advantages -= cfg.teacher_kl_coef * kl_teacher * mask
         policy_lag = updates - b.sampled_at_update
 
         # 5. clipped surrogate; the ratio is to the behaviour policy (b.logp_old), whatever the lag
@@ -349,7 +359,8 @@ def train(cfg: Config, policy: PreTrainedModel | None = None, tokenizer: PreTrai
                 m = mask[idx]
                 if m.sum() == 0:
                     continue
-                logp, _ = token_logprobs(policy, b.r, cfg.temperature, rows=idx)
+                logp_all = log_distributions(policy, b.r, cfg.temperature, idx)
+                logp = logp_all.gather(-1, b.r.input_ids[idx][:, b.r.n_prompt:, None]).squeeze(-1)
                 log_ratio = logp - b.logp_old[idx]
                 ratio = log_ratio.exp()
                 if first_ratio_dev is None:  # before this step's first update: 0 in line, the lag's drift if not
@@ -357,6 +368,10 @@ def train(cfg: Config, policy: PreTrainedModel | None = None, tokenizer: PreTrai
                 adv = advantages[idx]
                 surrogate = torch.min(ratio * adv, ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps) * adv)
                 loss = -masked_mean(surrogate, m)
+                if teacher is not None and cfg.teacher_loss == "exact" and cfg.teacher_kl_coef:
+                    with torch.no_grad():
+                        logq_all = log_distributions(teacher, b.r, cfg.temperature, idx)
+                    loss = loss + cfg.teacher_kl_coef * masked_mean(exact_kl(logp_all, logq_all), m)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)

@@ -39,12 +39,14 @@ def tiny_llama(tokenizer: PreTrainedTokenizerFast, hidden: int = 128, layers: in
     return LlamaForCausalLM(config)
 
 
-def warm_started(seed: int = 0, sft_steps: int = 400) -> tuple[LlamaForCausalLM, PreTrainedTokenizerFast]:
+def warm_started(seed: int = 0, sft_steps: int = 400, p_right: float = 0.5) -> tuple[LlamaForCausalLM,
+                                                                                      PreTrainedTokenizerFast]:
     """The tiny model after supervised warm start on the weak demonstrator's completions (trainer.tasks):
-    it writes the format and about half of the programs right, which leaves the other half to the reward."""
+    it writes the format and about half of the programs right, which leaves the other half to the reward.
+    A lower `p_right` makes a weaker student (the sparse-reward case of the distillation experiment)."""
     tokenizer = byte_tokenizer()
     model = tiny_llama(tokenizer, seed=seed)
-    sft(model, tokenizer, demonstrations(4000, seed=seed), steps=sft_steps, seed=seed)
+    sft(model, tokenizer, demonstrations(4000, seed=seed, p_right=p_right), steps=sft_steps, seed=seed)
     return model, tokenizer
 
 
