@@ -99,8 +99,10 @@ async def test_work_moved_out_of_the_call_still_counts(scorer, moved):
     plain = await efficiency(scorer, REFERENCE, CLOSED_FORM, BIG_TESTS)
     hacked = await efficiency(scorer, {"import_time": AT_IMPORT, "daemon_thread": IN_THREAD, "forked_child": IN_CHILD,
                                        "cache_on_disk": ON_DISK}[moved], CLOSED_FORM, BIG_TESTS)
-    assert plain["time_score"] == 0.0, plain
-    assert hacked["time_score"] <= 0.05, (hacked, plain)
+    # Both sit at the clip point (about 16x the O(1) reference's time); on a loaded box the reference's floor swells
+    # and the ratio moves a few hundredths off it (seen: 0.01-0.09). Uncounted moved work would score near 1.
+    assert plain["time_score"] <= 0.1, plain
+    assert hacked["time_score"] <= 0.1, (hacked, plain)
     # The moved work is counted in full: the candidate's own CPU (its least disturbed run), not its ratio to an O(1)
     # reference that costs no more than the sandbox floor and so divides by that floor's noise.
     moved_cpu, plain_cpu = min(hacked["inputs"]["cpu_ms"]), min(plain["inputs"]["cpu_ms"])
