@@ -48,14 +48,18 @@ def test_group_with_one_scored_completion_teaches_nothing():
     assert scores.tolist() == [0.0, 0.0, 0.0, 0.0]
 
 
-@pytest.fixture(scope="module")
-def warm_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The tiny model after its SFT warm start, saved like any pretrained checkpoint and loaded back by path."""
-    model, tokenizer = warm_started(seed=0)
-    path = tmp_path_factory.mktemp("tiny-sft")
+def saved(tmp_path_factory: pytest.TempPathFactory, name: str, model, tokenizer) -> str:
+    """Save like any pretrained checkpoint, to be loaded back by path."""
+    path = tmp_path_factory.mktemp(name)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def warm_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The tiny model after its SFT warm start, saved like any pretrained checkpoint and loaded back by path."""
+    return saved(tmp_path_factory, "tiny-sft", *warm_started(seed=0))
 
 
 def test_ppo_raises_the_reward_of_a_warm_started_model(server: str, warm_checkpoint: str, tmp_path):
@@ -185,20 +189,12 @@ def test_overlapped_scoring_trains_on_the_log_probs_of_the_policy_that_sampled(s
 @pytest.fixture(scope="module")
 def weak_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A student whose demonstrator was right 10% of the time: on the binary profile most of its groups all fail."""
-    model, tokenizer = warm_started(seed=0, p_right=0.1)
-    path = tmp_path_factory.mktemp("tiny-weak")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
+    return saved(tmp_path_factory, "tiny-weak", *warm_started(seed=0, p_right=0.1))
 
 
 @pytest.fixture(scope="module")
 def teacher_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> str:
-    model, tokenizer = teacher_of(seed=0)
-    path = tmp_path_factory.mktemp("tiny-teacher")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
+    return saved(tmp_path_factory, "tiny-teacher", *teacher_of(seed=0))
 
 
 def test_distillation_pulls_the_student_toward_a_better_teacher_where_the_reward_alone_does_not(
