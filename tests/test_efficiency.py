@@ -107,7 +107,9 @@ async def test_work_moved_out_of_the_call_still_counts(scorer, moved):
     # The moved work is counted in full: the candidate's own CPU (its least disturbed run), not its ratio to an O(1)
     # reference that costs no more than the sandbox floor and so divides by that floor's noise.
     moved_cpu, plain_cpu = min(hacked["inputs"]["cpu_ms"]), min(plain["inputs"]["cpu_ms"])
-    assert moved_cpu >= 0.7 * plain_cpu, (hacked["inputs"], plain["inputs"])
+    # Half, not more: CI saw the plain program's least disturbed run at 92 ms against 61 ms for the moved one; uncounted
+    # moved work would cost the ~5 ms of the O(1) reference, more than 10x below.
+    assert moved_cpu >= 0.5 * plain_cpu, (hacked["inputs"], plain["inputs"])
 
 
 async def test_same_item_ten_times_has_efficiency_spread_under_0_05_with_a_busy_core(scorer):
