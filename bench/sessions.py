@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.humaneval import free_port, stop_server, wait_ready  # noqa: E402
+from rewardbox.archive import repo_archive  # noqa: E402
 from sandboxes.image import image_name  # noqa: E402
-from service.repo_archive import repo_bytes  # noqa: E402
 
 TINY = {"pkg/__init__.py": b"", "pkg/calc.py": b"def add(a, b):\n    return a - b\n",
         "tests/test_calc.py": b"from pkg.calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"}
@@ -139,7 +139,7 @@ def main() -> None:
     try:
         wait_ready(url, proc, log_path, 300)
         with httpx.Client(base_url=url, timeout=300) as api:
-            ids = {name: api.post("/repos", content=repo_bytes(files), headers=GZIP).json()["id"]
+            ids = {name: api.post("/repos", content=repo_archive(files), headers=GZIP).json()["id"]
                    for name, files in (("tiny", TINY), ("1mb", big))}
             figures["repo_bytes"] = {"tiny": sum(map(len, TINY.values())), "1mb": sum(map(len, big.values()))}
 

@@ -173,14 +173,3 @@ def _write(members: dict[str, _Member]) -> bytes:
                     info.size, info.mode = len(member.data), 0o755 if member.executable else 0o644
                     tar.addfile(info, io.BytesIO(member.data))
     return out.getvalue()
-
-
-def repo_bytes(files: dict[str, bytes], top: str = "repo") -> bytes:
-    """A .tar.gz of files under one top folder, deterministic: how tests and the benchmark make archives."""
-    out = io.BytesIO()
-    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
-        for path, data in sorted(files.items()):
-            info = tarfile.TarInfo(f"{top}/{path}")
-            info.size, info.mode, info.mtime = len(data), 0o644, 0
-            tar.addfile(info, io.BytesIO(data))
-    return out.getvalue()

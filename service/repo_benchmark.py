@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rewardbox.archive import repo_archive
 from sandboxes.image import cache_dir
 
-from .repo_archive import repo_bytes
 from .swebench import archive_files
 
 TASKS_FILE = Path(__file__).resolve().parent / "data" / "repo_tasks.jsonl"
@@ -118,7 +118,7 @@ def _tasks() -> tuple[dict[str, Any], ...]:
         good = files[spec["bug"]["path"]]
         files[spec["bug"]["path"]] = apply_bug(good, spec["bug"])
         top = f"{spec['sdist']}-{SDISTS[spec['sdist']].version}"
-        tasks.append({**spec, "archive": repo_bytes(files, top),
+        tasks.append({**spec, "archive": repo_archive(files, top),
                       "patch": _diff({spec["bug"]["path"]: files[spec["bug"]["path"]]}, {spec["bug"]["path"]: good}),
                       "test_files": {p: files[p].decode() for p in spec["test_files"]}})
     return tuple(tasks)

@@ -14,8 +14,8 @@ import tarfile
 import httpx
 import pytest
 
+from rewardbox.archive import repo_archive
 from service import swebench
-from service.repo_archive import repo_bytes
 from service.repo_benchmark import tasks
 
 from .conftest import start_server, stop_server
@@ -116,13 +116,13 @@ def test_a_bad_archive_is_a_4xx_naming_the_problem_and_nothing_is_kept(small, ca
 def test_not_gzip_and_an_archive_over_the_byte_limit(small):
     r = upload(small, b"plain text, no tar")
     assert r.status_code == 400 and "gzip" in r.json()["detail"]
-    big = repo_bytes({"blob": noise(350 << 10, 1)})
+    big = repo_archive({"blob": noise(350 << 10, 1)})
     r = upload(small, big)
     assert r.status_code == 413 and "limit" in r.json()["detail"]
 
 
 def test_the_store_keeps_its_budget_by_evicting_the_least_recently_used(small):
-    a, b, c = (repo_bytes({"data.bin": noise(150 << 10, seed)}, f"r{seed}") for seed in (10, 11, 12))
+    a, b, c = (repo_archive({"data.bin": noise(150 << 10, seed)}, f"r{seed}") for seed in (10, 11, 12))
     ids = [upload(small, x).json()["id"] for x in (a, b)]
     assert small.get(f"/repos/{ids[0]}").status_code == 200  # a used again: b is now the oldest
     ids.append(upload(small, c).json()["id"])

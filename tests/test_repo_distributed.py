@@ -7,8 +7,8 @@ import random
 
 import httpx
 
+from rewardbox.archive import repo_archive
 from service import swebench
-from service.repo_archive import repo_bytes
 from service.repo_benchmark import tasks
 
 from .distributed import start_api, start_cluster
@@ -32,7 +32,7 @@ def test_a_snapshot_uploaded_to_one_api_is_graded_by_a_worker_and_seen_by_anothe
         assert [x["status"] for x in results["results"]] == ["passed", "failed"], results
         assert r.exists(f"{prefix}:repo:{repo_id}") and int(r.get(f"{prefix}:repos-bytes")) <= budget_mb * (1 << 20)
         for seed in range(4):  # more than the budget: the least recently used go, the total stays within it
-            blob = repo_bytes({"blob": random.Random(seed).randbytes(60 << 10)}, f"filler{seed}")
+            blob = repo_archive({"blob": random.Random(seed).randbytes(60 << 10)}, f"filler{seed}")
             assert client.post("/repos", content=blob, headers={"content-type": "application/gzip"}).status_code == 201
             assert int(r.get(f"{prefix}:repos-bytes")) <= budget_mb * (1 << 20)
         assert not other.get(f"/repos/{repo_id}").json()["exists"]

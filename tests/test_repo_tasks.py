@@ -12,7 +12,7 @@ import pytest
 
 from graders.repo import RepoGrader
 from graders.tests import job_limits
-from service.repo_archive import repo_bytes
+from rewardbox.archive import repo_archive
 from service.repo_benchmark import apply_bug
 from service.repo_models import RepoTests
 from service.swebench import archive_files, to_item
@@ -27,7 +27,7 @@ TOOLZ = next(t for t in TASKS if t["instance_id"] == "toolz-1.2.0-bug0")
 async def grade_repo(pool, files: dict[str, bytes], tests: dict, patch: str | None = None,
                      change: dict[str, str] | None = None, timeout_s: float = 10):
     store = Store()
-    repo_id = store.add(repo_bytes(files))
+    repo_id = store.add(repo_archive(files))
     spec = RepoTests(kind="repo", **tests)
     return await RepoGrader(pool, store.fetch).grade(repo_id, patch, change, spec, job_limits(timeout_s, 512, 60))
 

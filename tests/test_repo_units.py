@@ -12,11 +12,12 @@ import tarfile
 import pytest
 
 from graders.repo import added_flags, outcome_from, strip_level
+from rewardbox.archive import repo_archive
 from sandboxes import Result, Status
 from sandboxes.backends.base import RUNNER_DIR
 from service.cache import cache_key
 from service.models import RewardItem
-from service.repo_archive import ArchiveLimits, BadArchive, normalize, repo_bytes
+from service.repo_archive import ArchiveLimits, BadArchive, normalize
 from service.repo_models import RepoTests
 from service.repos import MemoryRepoStore, RedisRepoStore, RepoSettings
 
@@ -77,7 +78,7 @@ def test_the_same_path_twice_is_refused():
 def test_the_sandbox_refuses_what_the_normalizer_never_produces():
     with pytest.raises(ws.BadSnapshot):
         ws.load(tgz([("../escape", b"x", 0, 0)]))
-    snap = ws.load(normalize(repo_bytes({"a/b.py": b"x"}), LIMITS).data)
+    snap = ws.load(normalize(repo_archive({"a/b.py": b"x"}), LIMITS).data)
     assert snap.file("a/b.py") == b"x" and snap.entries["a"].kind == "d"
 
 
@@ -247,7 +248,7 @@ def test_the_result_cache_key_tells_patches_files_and_repos_apart():
 def normalized(seed: int, size: int = 40 << 10):
     import random
 
-    return normalize(repo_bytes({"blob": random.Random(seed).randbytes(size)}, f"r{seed}"), LIMITS)
+    return normalize(repo_archive({"blob": random.Random(seed).randbytes(size)}, f"r{seed}"), LIMITS)
 
 
 def test_the_memory_store_evicts_the_least_recently_used_beyond_its_budget():

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
+from rewardbox.archive import repo_archive
 from rewardbox.sessions import TOOLS, RepoEnv, Session
-from service.repo_archive import repo_bytes
 from trainer.client import Client, HTTPStatusError
 
 CALC = {"pkg/__init__.py": b"", "pkg/calc.py": b"def add(a, b):\n    return a - b\n",
@@ -29,7 +29,7 @@ def client(server):
 
 @pytest.fixture(scope="module")
 def calc_id(server) -> str:
-    r = httpx.post(f"{server}/repos", content=repo_bytes(CALC), headers={"content-type": "application/gzip"})
+    r = httpx.post(f"{server}/repos", content=repo_archive(CALC), headers={"content-type": "application/gzip"})
     assert r.status_code in (200, 201), r.text
     return r.json()["id"]
 

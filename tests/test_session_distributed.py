@@ -9,7 +9,7 @@ import time
 
 import httpx
 
-from service.repo_archive import repo_bytes
+from rewardbox.archive import repo_archive
 
 from .distributed import start_api, start_cluster, stop
 from .test_distributed import procs, redis_server  # noqa: F401 - the fixtures
@@ -24,7 +24,7 @@ def test_sessions_are_pinned_to_a_worker_routed_through_redis_and_die_with_it(re
     other_api, other_url = start_api(env)
     procs.append(other_api)
     with httpx.Client(base_url=url, timeout=120) as api, httpx.Client(base_url=other_url, timeout=120) as other:
-        repo = api.post("/repos", content=repo_bytes(CALC), headers={"content-type": "application/gzip"}).json()["id"]
+        repo = api.post("/repos", content=repo_archive(CALC), headers={"content-type": "application/gzip"}).json()["id"]
         sids = []
         for _ in range(2):
             created = api.post("/sessions", json={"repo": {"id": repo}})

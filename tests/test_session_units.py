@@ -67,9 +67,10 @@ def test_a_fork_is_a_copy_that_changes_apart():
 
 def _manager(**settings) -> SessionManager:
     async def fetch(repo_id: str) -> bytes | None:
-        from service.repo_archive import ArchiveLimits, normalize, repo_bytes
+        from rewardbox.archive import repo_archive
+        from service.repo_archive import ArchiveLimits, normalize
 
-        return normalize(repo_bytes({"a": b"x" * 100}), ArchiveLimits()).data
+        return normalize(repo_archive({"a": b"x" * 100}), ArchiveLimits()).data
 
     async def score(items):
         raise AssertionError("not scored here")

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from rewardbox.archive import repo_archive
 from service import swebench
-from service.repo_archive import repo_bytes
 from service.repo_benchmark import tasks
 
 from .conftest import BACKENDS, start_server, stop_server
@@ -47,7 +47,7 @@ def api(request):
 
 @pytest.fixture(scope="module")
 def calc_id(api) -> str:
-    r = api.post("/repos", content=repo_bytes(CALC), headers={"content-type": "application/gzip"})
+    r = api.post("/repos", content=repo_archive(CALC), headers={"content-type": "application/gzip"})
     assert r.status_code in (200, 201), r.text
     return r.json()["id"]
 
@@ -336,7 +336,7 @@ def test_bad_exec_and_fork_requests_are_4xx_naming_the_field(api, calc_id):
 
 
 def test_an_inline_archive_opens_a_session(api):
-    r = api.post("/sessions", json={"repo": {"archive_b64": base64.b64encode(repo_bytes(CALC)).decode()}})
+    r = api.post("/sessions", json={"repo": {"archive_b64": base64.b64encode(repo_archive(CALC)).decode()}})
     assert r.status_code == 201, r.text
     assert sh(api, r.json()["session_id"], "cat README")["stdout"] == "calc\n"
 
@@ -376,8 +376,8 @@ def capped():
 
 
 def test_admission_caps_open_sessions_and_their_bytes_with_429_and_retry_after(capped):
-    tiny = capped.post("/repos", content=repo_bytes({"a": b"x" * 100}), headers={"content-type": "application/gzip"})
-    big = capped.post("/repos", content=repo_bytes({"a": b"x" * 400}), headers={"content-type": "application/gzip"})
+    tiny = capped.post("/repos", content=repo_archive({"a": b"x" * 100}), headers={"content-type": "application/gzip"})
+    big = capped.post("/repos", content=repo_archive({"a": b"x" * 400}), headers={"content-type": "application/gzip"})
     r = capped.post("/sessions", json={"repo": {"id": big.json()["id"]}})
     assert r.status_code == 429 and "Retry-After" in r.headers and "bytes" in r.text
     first = new(capped, tiny.json()["id"])

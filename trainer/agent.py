@@ -13,8 +13,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from rewardbox.archive import repo_archive
 from rewardbox.sessions import Session, run_tool
-from service.repo_archive import repo_bytes
 from trainer.client import Client, RewardboxError
 from trainer.tasks import Task
 
@@ -45,7 +45,7 @@ class SessionGrader:
     def _base(self, task: Task) -> tuple[Session, dict[str, Any]]:
         if task.prompt not in self._bases:
             files, tests = task_repo(task)
-            base = Session.create(self.client, archive=repo_bytes(files), ttl_s=3600)
+            base = Session.create(self.client, archive=repo_archive(files), ttl_s=3600)
             self._bases[task.prompt] = (base, tests)
         return self._bases[task.prompt]
 
