@@ -1,8 +1,9 @@
 """Tests for the languages other than Python: compile once in a sandbox (cached), then run the cases.
 
 - `io` (every language): one run per case, stdout compared on the host (as for Python).
-- `function` (JavaScript, TypeScript): a judge job; the program is loaded by candidate_host.js under the candidate
-  uid and called through the same plain-data channel as Python's, the tests run in judge.py under the judge uid.
+- `function` (JavaScript, TypeScript): a judge job; the program is loaded by the language's judge host
+  (Language.judge_host_argv: candidate_host.js) under the candidate uid and called through the same plain-data
+  channel as Python's, the tests run in judge.py under the judge uid.
 - `rust_test` (Rust): see graders/rust_tests.py.
 - no tests: one run without input.
 A compile error is `syntax_error` (executability 0) with the compiler's message; a compiler that runs out of time
@@ -17,7 +18,6 @@ from dataclasses import replace
 
 from sandboxes import Job, Result, Status
 from sandboxes.builds import Build
-from sandboxes.languages import INSIDE, NODE_STACK
 
 from .outcome import Outcome
 from .runs import ProgramRun, Runner
@@ -57,9 +57,7 @@ async def _io(run: ProgramRun, build: Build) -> Outcome:
 async def _judge_function(run: ProgramRun, build: Build) -> Outcome:
     lang, limits = run.language, run.limits
     files = lang.run_files(run.code, build.files)
-    candidate = {"program": {"argv": ["node", NODE_STACK, f"--max-old-space-size={limits.memory_mb}",
-                                      f"{INSIDE}/candidate_host.js", "solution.js"]},
-                 "files": files}
+    candidate = {"program": {"argv": lang.judge_host_argv_for(limits.memory_mb)}, "files": files}
     spec = run.tests.model_dump(exclude_none=True)
     result = await run.pool.run(Job("judge", candidate=candidate, judge=spec, limits=lang.run_limits(limits)))
     if result.status == Status.OK and result.peak_memory_kb > limits.memory_mb * 1024:

@@ -63,6 +63,9 @@ class Language:
     linter: str | None = None  # the lint engine inside the sandbox ("pylint", "eslint"); None: quality is null
     flag_scanner: str | None = None  # which static scanner of graders/flags.py reads its source, if any
     measurable: bool = False  # efficiency is measured (the measuring job alternates in-process programs)
+    # `function` tests of an exec language: the host that loads the program under the candidate uid and serves the
+    # judge's calls ({mem}: the memory limit in MiB). Python's judge loads it in process.
+    judge_host_argv: tuple[str, ...] = ()
 
     def source_name(self, code: str) -> str:
         if self.source_named_after_main:
@@ -105,6 +108,9 @@ class Language:
                    files=self.run_files(code, artefacts), stdin=stdin, env=env or None,
                    limits=self.run_limits(limits))
 
+    def judge_host_argv_for(self, memory_mb: int) -> list[str]:
+        return [a.format(mem=memory_mb) for a in self.judge_host_argv]
+
     def version_job(self) -> Job:
         return Job("run", program={"argv": list(self.version_argv)}, env=self.env or None,
                    limits=Limits(wall_s=30, total_s=30, cpu_s=30, memory_mb=self.compile_memory_mb
@@ -136,6 +142,8 @@ _GO_ENV = {**_VM_ENV, "CGO_ENABLED": "0", "GOPROXY": "off", "GO111MODULE": "off"
 
 # Programs `require`/`import` the npm libraries of the image (lodash, ...: sandboxes/image/node/package.json).
 _NODE_ENV = {"NODE_PATH": NODE_MODULES}
+# `function` tests: candidate_host.js loads the (compiled) solution.js and answers the judge's calls.
+_NODE_JUDGE_HOST = ("node", NODE_STACK, "--max-old-space-size={mem}", f"{INSIDE}/candidate_host.js", "solution.js")
 
 LANGUAGES: dict[str, Language] = {
     lang.name: lang
@@ -179,12 +187,13 @@ LANGUAGES: dict[str, Language] = {
                  ("node", "--max-old-space-size={mem}", NODE_STACK, "solution.js"), ("node", "--version"),
                  compile_memory_mb=256, compile_headroom_mb=1024, as_headroom_mb=1024, env=_NODE_ENV,
                  runs_source=True, aliases=("nodejs",), test_kinds=("function", "io"), linter="eslint",
-                 flag_scanner="javascript"),
+                 flag_scanner="javascript", judge_host_argv=_NODE_JUDGE_HOST),
         Language("typescript", "solution.ts", ("node", f"{INSIDE}/ts_compile.js", "{src}", f"{OUT}/solution.js"),
                  ("node", "--max-old-space-size={mem}", NODE_STACK, "solution.js"),
                  ("node", "-p", f"'node ' + process.version + ' typescript ' + require('{NODE_MODULES}/typescript')"
                   ".version"), compile_memory_mb=512, compile_headroom_mb=1024, as_headroom_mb=1024,
-                 env=_NODE_ENV, test_kinds=("function", "io"), linter="eslint", flag_scanner="javascript"),
+                 env=_NODE_ENV, test_kinds=("function", "io"), linter="eslint", flag_scanner="javascript",
+                 judge_host_argv=_NODE_JUDGE_HOST),
         Language("bash", "solution.sh", ("bash", "-n", "{src}"), ("bash", "solution.sh"), ("bash", "--version"),
                  compile_memory_mb=256, runs_source=True),
         # Interpreted languages SandboxFusion users send (Debian packages; test libraries: luaunit, Test::Deep,

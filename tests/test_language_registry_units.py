@@ -81,6 +81,12 @@ def test_every_exec_language_says_how_to_check_run_and_version_it(name):
     assert lang.compile_argv and lang.run_argv and lang.version_argv
 
 
+@pytest.mark.parametrize("name", [name for name, lang in EXEC_LANGUAGES.items() if "function" in lang.test_kinds])
+def test_every_exec_language_with_function_tests_names_its_judge_host(name):
+    argv = LANGUAGES[name].judge_host_argv_for(256)
+    assert argv and not any("{" in a for a in argv)  # every placeholder filled in
+
+
 def test_sandbox_fusion_aliases_name_their_languages():
     aliases = registry.language_aliases()
     assert aliases["python3"] == "python" and aliases["nodejs"] == "javascript"
