@@ -101,6 +101,6 @@ def check_repo_fields(item) -> None:
         raise ValueError("give exactly one of patch (a unified diff; may be empty) and files")
     if item.files is not None:
         item.files = {safe_path(p): content for p, content in item.files.items()}
-    if "repo" not in getattr(LANGUAGES.get(item.language), "test_kinds", ()):
-        repo_languages = [name for name, lang in LANGUAGES.items() if "repo" in lang.test_kinds]
+    repo_languages = [name for name, lang in LANGUAGES.items() if "repo" in lang.test_kinds]
+    if item.language not in repo_languages:
         raise ValueError(f"language: repo items are {' or '.join(repo_languages)} (pytest) for now")

@@ -109,7 +109,7 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse | J
     language, limits, files, fetch = checked_request(req, executor.settings)
     lang = RUN_CODE_LANGUAGES[language]
     try:  # SandboxFusion clients (verl) retry 504 and nothing else: every "nothing ran, ask again" is a 504
-        async with executor.admit(1 if lang.in_process else 2):  # compile and run: two jobs
+        async with executor.admit(1 if lang.in_process else 2):
             return await _run(executor, req, lang, limits, files, fetch)
     except (Overloaded, NotStarted, Unavailable) as e:
         return JSONResponse({"detail": str(e)}, status_code=504, headers=retry_after(e))

@@ -130,6 +130,17 @@ def test_only_measurable_languages_get_efficiency():
     assert [name for name, lang in LANGUAGES.items() if lang.measurable] == ["python"]
 
 
+@pytest.mark.parametrize(("language", "ok"), [("python", True), ("rust", False), ("javascript", False)])
+def test_repo_items_take_only_the_languages_whose_entry_has_repo_tests(language, ok):
+    item = {"language": language, "tests": {"kind": "repo", "fail_to_pass": ["test_a.py::test_a"]},
+            "repo": {"id": "0" * 64}, "patch": ""}
+    if ok:
+        assert models.RewardItem.model_validate(item).language == language
+    else:
+        with pytest.raises(ValueError, match="repo items are python"):
+            models.RewardItem.model_validate(item)
+
+
 # -- a new entry shows up in every derived table
 
 
