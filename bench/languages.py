@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from graders.tests import job_limits, run_tests  # noqa: E402
 from sandboxes import Job, SandboxPool, Status, choose_backend  # noqa: E402
 from sandboxes.builds import Builder  # noqa: E402
-from sandboxes.languages import LANGUAGES  # noqa: E402
+from sandboxes.languages import EXEC_LANGUAGES  # noqa: E402
 from service.models import IOTests  # noqa: E402
 from tests.language_programs import HELLO  # noqa: E402
 
@@ -51,7 +51,7 @@ async def timed(coro):
 
 
 async def bench_language(pool: SandboxPool, builder: Builder, language: str, compiles: int, runs: int) -> dict:
-    lang = LANGUAGES[language]
+    lang = EXEC_LANGUAGES[language]
     await builder.toolchain_version(lang)
     stamp = time.time_ns()
     cold, hit = [], []
@@ -103,7 +103,7 @@ async def main() -> None:
     async with SandboxPool(choose_backend(a.backend), size=2, acquire_timeout_s=300) as pool:
         builder = Builder(pool)
         baseline = await python_baseline(pool, a.runs)
-        rows = [await bench_language(pool, builder, lang, a.compiles, a.runs) for lang in LANGUAGES]
+        rows = [await bench_language(pool, builder, lang, a.compiles, a.runs) for lang in EXEC_LANGUAGES]
     if a.json:
         print(json.dumps({"backend": a.backend, "python_run_ms": baseline, "languages": rows}, indent=2))
         return

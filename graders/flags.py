@@ -33,6 +33,8 @@ import re
 import zlib
 from collections.abc import Callable
 
+from sandboxes.languages import LANGUAGES
+
 from . import pyast
 
 EXIT_CALLS = {"exit", "quit", "_exit", "abort", "kill", "killpg", "skip", "SkipTest", "SystemExit",
@@ -56,12 +58,11 @@ NESTING = 3  # payloads decoded from payloads, at most
 
 
 def flags_for(language: str, code: str) -> list[str]:
-    """The static flags of a program in its language (Rust's refusals are flagged where they are refused)."""
-    if language == "python":
-        return python_flags(code)
-    if language in ("javascript", "typescript"):
-        return js_flags(code)
-    return []
+    """The static flags of a program in its language: the scanner its registry entry names (Language.flag_scanner;
+    none for most languages; Rust's refusals are flagged where they are refused)."""
+    lang = LANGUAGES.get(language)
+    scanner = SCANNERS.get(lang.flag_scanner) if lang and lang.flag_scanner else None
+    return scanner(code) if scanner else []
 
 
 def python_flags(code: str) -> list[str]:
@@ -511,3 +512,7 @@ def _end_of_literal(code: str, i: int, template_tail: bool = False) -> int:
             return j
         j += 1
     return n
+
+
+# Language.flag_scanner -> the scanner (TypeScript's source is scanned as JavaScript).
+SCANNERS: dict[str, Callable[[str], list[str]]] = {"python": python_flags, "javascript": js_flags}

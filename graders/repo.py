@@ -22,7 +22,7 @@ from sandboxes import Job, Limits, Result, SandboxPool, Status
 
 from .flags import python_flags
 from .outcome import Outcome, Verdict
-from .tests import _execution
+from .verdicts import execution
 
 GIT_PATHS = re.compile(r"^(?:--- (?:a/|/dev/null)|\+\+\+ (?:b/|/dev/null)|diff --git a/)", re.MULTILINE)
 PLAIN_PATHS = re.compile(r"^(?:---|\+\+\+) (?!/dev/null)\S", re.MULTILINE)
@@ -90,7 +90,7 @@ def outcome_from(result: Result, fail_to_pass: list[str], pass_to_pass: list[str
     event = next((e for e in result.events if e.get("event") == "repo"), None)
     if event is None:
         if result.status in (Status.MEMORY_LIMIT, Status.TIMEOUT):  # the whole sandbox went down with the job
-            return _execution(Outcome(str(result.status), message=result.error or ""), result)
+            return execution(Outcome(str(result.status), message=result.error or ""), result)
         return Outcome("infra_error", message=result.error or "the repo job gave no verdict")
     listed = list(dict.fromkeys(fail_to_pass + pass_to_pass))
     patch = event.get("patch") or {}
@@ -101,7 +101,7 @@ def outcome_from(result: Result, fail_to_pass: list[str], pass_to_pass: list[str
         verdicts = [Verdict(n, False, "not_run", "the change does not apply") for n in listed]
         outcome = Outcome("patch_error", verdicts=verdicts, message=details["patch"]["message"])
         outcome.details["repo"] = details
-        return _execution(outcome, result)
+        return execution(outcome, result)
     by_name = {v.get("name"): v for v in event.get("verdicts") or [] if isinstance(v, dict)}
     verdicts = []
     for name in listed:
@@ -128,7 +128,7 @@ def outcome_from(result: Result, fail_to_pass: list[str], pass_to_pass: list[str
     elif not outcome.executable and not tampered:
         outcome.status = "runtime_error"
     outcome.message = _message(event, tampered, outcome)
-    return _execution(outcome, result)
+    return execution(outcome, result)
 
 
 def _message(event: dict, tampered: str | None, outcome: Outcome) -> str:

@@ -39,8 +39,8 @@ from sandboxes import Limits, SandboxPool, Status
 from sandboxes.builds import Builder
 from sandboxes.languages import LANGUAGES, OUT, RUN_BINARY
 
-from .compiled import compile_failure, memory_checked
 from .outcome import Outcome, Verdict
+from .verdicts import compile_failure, memory_checked
 
 FORBIDDEN_IDENTS = {
     "unsafe", "extern", "process", "fs", "File", "OpenOptions", "Command", "libc", "asm", "global_asm",

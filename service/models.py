@@ -9,12 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError
 
 from graders import pyast
-from sandboxes.languages import LANGUAGES
+from sandboxes.languages import supported_languages
 
 from .repo_models import RepoRef, RepoTests, check_repo_fields
 
-# Python runs in the runner itself; every other language is one entry of sandboxes/languages.py.
-SUPPORTED_LANGUAGES = ("python", *LANGUAGES)
+# One entry of sandboxes/languages.py each, Python first.
+SUPPORTED_LANGUAGES = supported_languages()
 PROFILES = ("seed", "gated", "binary", "pass_rate", "coderl")
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")
 MAX_WEIGHT = 100.0  # weights are never renormalised: this bounds a reward at 4 x MAX_WEIGHT

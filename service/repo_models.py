@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from sandboxes.languages import LANGUAGES
+
 MAX_TESTS = 20000
 PYTEST_COMMANDS = (("pytest",), ("py.test",), ("python", "-m", "pytest"), ("python3", "-m", "pytest"))
 
@@ -99,5 +101,6 @@ def check_repo_fields(item) -> None:
         raise ValueError("give exactly one of patch (a unified diff; may be empty) and files")
     if item.files is not None:
         item.files = {safe_path(p): content for p, content in item.files.items()}
-    if item.language != "python":
-        raise ValueError("language: repo items are python (pytest) for now")
+    repo_languages = [name for name, lang in LANGUAGES.items() if "repo" in lang.test_kinds]
+    if item.language not in repo_languages:
+        raise ValueError(f"language: repo items are {' or '.join(repo_languages)} (pytest) for now")

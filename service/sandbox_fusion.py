@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sandboxes import Job, Limits, Result, Status
 from sandboxes.builds import Build
-from sandboxes.languages import LANGUAGES, Language
+from sandboxes.languages import LANGUAGES, Language, language_aliases
 
 from .errors import NotStarted, Overloaded, Unavailable
 from .models import UNSUPPORTED_LANGUAGE
@@ -30,16 +30,13 @@ from .schema import ERRORS, retry_after
 from .validation import InvalidRequest, Problem, check_files, value_problem
 
 router = APIRouter()
-LANGUAGE_ALIASES = {"python": "python", "python3": "python", "cpp": "cpp", "c": "c", "nodejs": "javascript",
-                    "javascript": "javascript", "typescript": "typescript", "go": "go", "java": "java",
-                    "rust": "rust", "bash": "bash", "php": "php", "ruby": "ruby", "lua": "lua", "perl": "perl",
-                    "scala": "scala", "csharp": "csharp", "pytest": "pytest"}
+LANGUAGE_ALIASES = {**language_aliases(), "pytest": "pytest"}  # the registry's names and aliases, and one mode
 # SandboxFusion's `pytest` mode: the code is a pytest test file, run by the image's pytest; Success when every test
 # passes (pytest's exit status). A /run_code mode only: /reward has its own pytest test kind.
 PYTEST_MODE = Language("pytest", "test_solution.py", (), ("/usr/bin/python3", "-m", "pytest", "-q", "-p",
                        "no:cacheprovider", "test_solution.py"), ("/usr/bin/python3", "-m", "pytest", "--version"),
                        runs_source=True)
-RUN_CODE_LANGUAGES: dict[str, Language | None] = {"python": None, **LANGUAGES, "pytest": PYTEST_MODE}
+RUN_CODE_LANGUAGES: dict[str, Language] = {**LANGUAGES, "pytest": PYTEST_MODE}
 DEFAULT_MEMORY_MB = 512
 MIN_MEMORY_MB = 32
 MAX_COMPILE_S = 120.0
@@ -112,15 +109,15 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse | J
     language, limits, files, fetch = checked_request(req, executor.settings)
     lang = RUN_CODE_LANGUAGES[language]
     try:  # SandboxFusion clients (verl) retry 504 and nothing else: every "nothing ran, ask again" is a 504
-        async with executor.admit(1 if lang is None else 2):
+        async with executor.admit(1 if lang.in_process else 2):
             return await _run(executor, req, lang, limits, files, fetch)
     except (Overloaded, NotStarted, Unavailable) as e:
         return JSONResponse({"detail": str(e)}, status_code=504, headers=retry_after(e))
 
 
-async def _run(executor, req: RunCodeRequest, lang, limits: Limits, files: dict, fetch: list[str]
+async def _run(executor, req: RunCodeRequest, lang: Language, limits: Limits, files: dict, fetch: list[str]
                ) -> RunCodeResponse:
-    if lang is None:
+    if lang.in_process:  # SandboxFusion runs Python programs as main.py
         job = Job("run", program={"code": req.code, "filename": "main.py"}, stdin=req.stdin or "",
                   files=files or None, fetch_files=fetch or None, limits=limits)
         return to_response(await executor.run(job))

@@ -37,6 +37,8 @@ from typing import Any, Literal
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from sandboxes.languages import LANGUAGES
+
 from .benchmark import humaneval_problems, humaneval_tests
 from .infra_retry import score_holding
 from .models import ItemResult, RewardItem
@@ -303,7 +305,7 @@ async def submit(body: SubmitRequest, request: Request) -> EvalResult:
         raise HTTPException(503, detail=f"sandbox fault: {result.message}", headers={"Retry-After": "1"})
     if result.status == "invalid_input":  # e.g. provided_data whose prompt does not parse, or an oversized program
         raise HTTPException(400, detail=f"problem {body.id!r} cannot be scored: {result.message}")
-    compiled = item.language != "python"
+    compiled = not LANGUAGES[item.language].in_process  # it has a compile step
     return EvalResult(id=body.id, accepted=result.status == "passed", extracted_code=extracted, full_code=item.code,
                       test_code=item.tests.test_code if item.tests is not None else None, extracted_type=kind,
                       tests=[EvalTestCase(passed=result.status == "passed", exec_info=_exec_info(result, compiled))],

@@ -20,6 +20,7 @@ from graders.repo import RepoGrader
 from graders.tests import job_limits, run_tests
 from sandboxes import SandboxPool
 from sandboxes.builds import Builder
+from sandboxes.languages import LANGUAGES, linted_languages
 
 from .budget import ItemBudget
 from .cache import replay_versions
@@ -32,7 +33,7 @@ from .store import RolloutStore
 
 log = logging.getLogger("rewardbox.scoring")
 OUTPUT_IN_RESPONSE = 8192
-LINTED_LANGUAGES = ("python", "javascript", "typescript")  # quality is null for the others
+LINTED_LANGUAGES = linted_languages()  # the registry's languages with a linter: quality is null for the others
 
 
 class Scorer:
@@ -116,8 +117,8 @@ class Scorer:
     async def _efficiency(self, item: RewardItem, outcome: Outcome, limits) -> EfficiencyReport:
         if not outcome.all_passed:
             return EfficiencyReport(None, reason="measured only for programs that pass every test")
-        if item.language != "python":
-            # The measuring job alternates Python programs; compiled artefacts are not wired into it yet.
+        if not LANGUAGES[item.language].measurable:
+            # The measuring job alternates in-process (Python) programs; compiled artefacts are not wired into it.
             return EfficiencyReport(None, reason=f"efficiency is not measured for {item.language} yet")
         # One measuring job: candidate and reference alternate in one sandbox (see graders/efficiency_measure.py).
         return await self.efficiency.grade(item.code, item.reference_code, item.tests, limits,

@@ -22,14 +22,13 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from sandboxes.languages import accepted_test_kinds
+
 from .config import Settings
 from .models import SUPPORTED_LANGUAGES, UNSUPPORTED_LANGUAGE, RewardItem
 
 ITEM = TypeAdapter(RewardItem)
-# Every language takes io tests (stdin -> stdout); these take more.
-TEST_KINDS = {**{language: ["io"] for language in SUPPORTED_LANGUAGES},
-              "python": ["assert", "function", "io", "pytest", "repo"], "javascript": ["function", "io"],
-              "typescript": ["function", "io"], "rust": ["io", "rust_test"]}
+TEST_KINDS = accepted_test_kinds()  # language -> its test kinds (the registry's Language.test_kinds)
 MAX_NESTING = 100  # levels of lists/objects in one item; the sandbox codec stops at 200, pydantic's dump near 255
 MAX_FILES = 256  # /run_code files: each is a file (and its folders) in a job directory of 4096 inodes
 # Absolute places a job may also write and fetch_files may name (the sandbox's private /tmp and /mnt tmpfs, wiped

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from graders.flags import js_flags, python_flags
 from graders.rust_tests import forbidden_constructs
-from graders.tests import outputs_match
+from graders.verdicts import outputs_match
 from service.models import FloatTolerance
 from service.reward import MARGIN, aggregate
 

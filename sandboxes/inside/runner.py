@@ -78,6 +78,9 @@ JUDGE_MEMORY_MB = 2048
 SPAWN_FAILED = 125
 ACCEPT_TIMEOUT_S = 15.0  # the host connects within milliseconds of the socket appearing
 JOB_OOM_ADJ = 1000  # job processes; the runner, zygotes, judge and linter keep the sandbox's own (lowest) score
+# Lint jobs node_lint.py takes (eslint); the others are Python's (pylint). The runner is stdlib-only, so this mirrors
+# Language.linter of sandboxes/languages.py (tests/test_language_registry_units.py checks that they agree).
+ESLINT_LANGUAGES = ("javascript", "typescript")
 
 
 # ---------------------------------------------------------------------------------------------- job processes
@@ -636,7 +639,7 @@ class Runner:
         self.jobs_done += 1
         if op == "run":
             return self.accounted(job, lambda: self.run_job(job, limits, self.zygote))
-        if op == "lint" and job.get("language", "python") != "python":
+        if op == "lint" and job.get("language") in ESLINT_LANGUAGES:
             return self.node_linter.lint(job["code"], job["language"], float(limits["wall_s"]))
         if op == "lint":
             try:
