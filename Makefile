@@ -1,7 +1,7 @@
 # rewardbox developer entry points.
 #   make run    HOST=0.0.0.0 PORT=8000     serve (after host set-up)
 #   make test   PYTEST_ARGS='-k foo -x'    test suite (installs redis-server too)
-#   make lint | image | bench | setup | venv
+#   make lint | image | bench | setup | venv | venv-server
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -10,27 +10,45 @@ PY := $(VENV)/bin/python
 # open range would fetch a multi-GB CUDA build. Elsewhere: make setup TORCH='torch'.
 TORCH ?= torch==2.13.0
 
-.PHONY: venv setup run test lint image bench
+.PHONY: venv venv-server host setup run test lint image bench
 
-# (Re)install the package into .venv only when pyproject.toml is newer than the stamp.
+# Two installs share .venv, each with its own stamp, redone only when pyproject.toml is newer than it:
+#   .stamp-server  what serving needs (`.[server]`), for `make run`
+#   .stamp-all     everything the tests use (server, trainer, frameworks, dev tools), for `make setup`/`make test`
+# The full install covers the server's and renews its stamp, so `make run` after `make test` installs nothing.
+STAMPS := $(VENV)/.stamp-server $(VENV)/.stamp-all
+NEW_VENV = @[ -x $(PY) ] || { echo "creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
+
 venv:
-	@[ -x $(PY) ] || rm -f $(VENV)/.stamp
-	@$(MAKE) -s --no-print-directory $(VENV)/.stamp
+	@[ -x $(PY) ] || rm -f $(STAMPS)
+	@$(MAKE) -s --no-print-directory $(VENV)/.stamp-all
 
-$(VENV)/.stamp: pyproject.toml
-	@[ -x $(PY) ] || { echo "creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
-	$(VENV)/bin/pip install -q '$(TORCH)'
-	$(VENV)/bin/pip install -q -e '.[dev,trainer,frameworks]'
-	$(VENV)/bin/pip install -q --no-deps verl==0.9.1 openrlhf==0.11.2  # see the frameworks extra
+venv-server:
+	@[ -x $(PY) ] || rm -f $(STAMPS)
+	@$(MAKE) -s --no-print-directory $(VENV)/.stamp-server
+
+$(VENV)/.stamp-server: pyproject.toml
+	$(NEW_VENV)
+	$(VENV)/bin/pip install -q -e '.[server]'
 	@touch $@
 
+$(VENV)/.stamp-all: pyproject.toml
+	$(NEW_VENV)
+	$(VENV)/bin/pip install -q '$(TORCH)'
+	$(VENV)/bin/pip install -q -e '.[server,dev,trainer,frameworks]'
+	$(VENV)/bin/pip install -q --no-deps verl==0.9.1 openrlhf==0.11.2  # see the frameworks extra
+	@touch $(STAMPS)
+
 # Host packages + Docker engine + sandbox image first: on a fresh Debian box it also installs python3-venv,
-# which `make venv` needs.
-setup:
+# which the venv needs. `make run` installs only what serving needs; `make setup` (and `make test`) everything.
+host:
 	@bash scripts/ensure_host.sh
+
+setup: host
 	@$(MAKE) --no-print-directory venv
 
-run: setup
+run: host
+	@$(MAKE) --no-print-directory venv-server
 	$(VENV)/bin/rewardbox serve --host $${HOST:-127.0.0.1} --port $${PORT:-8000}
 
 test: export REWARDBOX_NEED_REDIS ?= 1

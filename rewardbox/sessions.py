@@ -17,7 +17,7 @@ import base64
 import json
 from typing import Any
 
-from trainer.client import Client, HTTPStatusError
+from .client import BadResponse, Client, HTTPStatusError
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {
@@ -174,8 +174,6 @@ class RepoEnv:
 
 
 def _field(body: Any, name: str) -> Any:
-    from trainer.client import BadResponse
-
     if not isinstance(body, dict) or name not in body:
         raise BadResponse(f"no {name!r} in the answer: {str(body)[:200]}")
     return body[name]

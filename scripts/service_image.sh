@@ -28,12 +28,13 @@ SECURITY="${REWARDBOX_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-secur
 log() { printf '[service-image] %s\n' "$*" >&2; }
 die() { printf '[service-image] ERROR: %s\n' "$*" >&2; exit 1; }
 
-# The [project] dependencies of pyproject.toml, one per line (what the service needs to run; no extras).
+# The [project] dependencies of pyproject.toml and its `server` extra, one per line (what the service needs to run).
 requirements() {
     /usr/bin/python3 - "$ROOT/pyproject.toml" <<'PY'
 import sys, tomllib
 with open(sys.argv[1], "rb") as f:
-    print("\n".join(tomllib.load(f)["project"]["dependencies"]))
+    project = tomllib.load(f)["project"]
+print("\n".join(project["dependencies"] + project["optional-dependencies"]["server"]))
 PY
 }
 

@@ -11,6 +11,9 @@ The client commands (rollouts, replay, export, bench) talk to a running server: 
 else http://127.0.0.1:8000) and `--token` (default REWARDBOX_TOKEN). They fail fast with one line a person can act
 on (server down, wrong URL, missing token, missing or malformed file), no retries and no traceback.
 `replay --local` reads the local rollout store and runs the item in a local sandbox pool instead.
+
+`rollouts`, `replay` and `export` need the client package alone (`pip install rewardbox`: httpx); `serve`, `worker`,
+`bench` (HumanEval's problems) and `replay --local` need the server extra, and say so in one line where it is missing.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from datetime import datetime
 import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+SERVER_EXTRA = "pip install 'rewardbox[server]'"
+# Our own packages: a module of these that does not import is a bug to show, not a missing extra.
+OWN_PACKAGES = {"rewardbox", "service", "sandboxes", "graders", "trainer"}
 
 
 class CliError(Exception):
@@ -176,6 +182,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         _dispatch(args)
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] in OWN_PACKAGES:
+            raise
+        sys.exit(f"rewardbox: `{args.command}` needs the server extra (no module named {e.name!r}): {SERVER_EXTRA}")
     except CliError as e:
         sys.exit(f"rewardbox: {e}")
     except KeyboardInterrupt:

@@ -134,8 +134,8 @@ def test_log_probs_of_a_left_padded_batch_match_each_row_scored_alone():
 
 def test_ppo_agent_mode_acts_each_completion_out_in_a_session_before_it_is_graded(server: str, warm_checkpoint: str,
                                                                                   tmp_path):
+    from rewardbox import Client
     from trainer.agent import SessionGrader, task_repo
-    from trainer.client import Client
 
     log = train(Config(url=server, model=warm_checkpoint, out=str(tmp_path), steps=1, prompts_per_step=2,
                        group_size=4, agent=True))

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
+from rewardbox import Client, HTTPStatusError
 from rewardbox.archive import repo_archive
 from rewardbox.sessions import TOOLS, RepoEnv, Session
-from trainer.client import Client, HTTPStatusError
 
 CALC = {"pkg/__init__.py": b"", "pkg/calc.py": b"def add(a, b):\n    return a - b\n",
         "tests/test_calc.py": b"from pkg.calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"}

@@ -13,9 +13,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from rewardbox import Client, RewardboxError
 from rewardbox.archive import repo_archive
 from rewardbox.sessions import Session, run_tool
-from trainer.client import Client, RewardboxError
 from trainer.tasks import Task
 
 TEST_FILE = "tests/test_solution.py"

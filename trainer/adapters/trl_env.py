@@ -20,8 +20,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from rewardbox import Client, HTTPStatusError, RewardboxError
 from rewardbox.sessions import Session, format_exec
-from trainer.client import Client, HTTPStatusError, RewardboxError
 
 log = logging.getLogger("rewardbox.trl_env")
 

@@ -23,8 +23,8 @@ import uuid
 from collections import OrderedDict
 from typing import Any
 
+from rewardbox import AsyncClient, HTTPStatusError, RewardboxError
 from rewardbox.sessions import OUTPUT_CHARS, TOOLS, format_exec
-from trainer.client import AsyncClient, HTTPStatusError, RewardboxError
 
 try:  # verl is optional: the class still imports (and is tested) where it is installed
     from verl.tools.base_tool import BaseTool

