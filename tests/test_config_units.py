@@ -119,3 +119,15 @@ def test_nothing_below_the_service_reads_the_environment():
             found += [f"{rel}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1)
                       if readers.search(line)]
     assert not found, f"read the environment below service/: {found}"
+
+
+def test_serve_with_a_bad_value_stops_at_start_up_naming_it():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "REWARDBOX_MAX_QUEUED": "many"}
+    done = subprocess.run([sys.executable, "-m", "service.cli", "serve", "--port", "1"], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "REWARDBOX_MAX_QUEUED='many'" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
