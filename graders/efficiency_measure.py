@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -73,7 +72,7 @@ def workload_of(tests: Any) -> Workload:
 class EfficiencyGrader:
     def __init__(self, pool: SandboxPool, rounds: int | None = None, cache_size: int = 4096) -> None:
         self.pool = pool
-        self.rounds = rounds or int(os.environ.get("REWARDBOX_EFFICIENCY_ROUNDS") or DEFAULT_ROUNDS)
+        self.rounds = rounds or DEFAULT_ROUNDS
         self.calibration: OrderedDict[str, float] = OrderedDict()  # workload key -> reference CPU ms
         self.cache_size = cache_size
         self.floors: dict[str, float] = {}  # test kind -> the no-op program's peak memory (KiB) in such a job

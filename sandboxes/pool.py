@@ -28,6 +28,7 @@ log = logging.getLogger("rewardbox.sandbox")
 
 START_TIMEOUT_S = 60.0
 HEALTH_TIMEOUT_S = 60.0
+MAX_JOBS = 1000  # jobs a sandbox runs before it is replaced (the service's REWARDBOX_SANDBOX_MAX_JOBS)
 
 
 @dataclass(eq=False)
@@ -63,9 +64,9 @@ class SandboxPool:
         acquire_timeout_s: float = 60.0,
     ) -> None:
         self.backend = backend or choose_backend()
-        self.size = size or int(os.environ.get("REWARDBOX_POOL_SIZE") or os.cpu_count() or 1)
+        self.size = size or os.cpu_count() or 1
         self.spec = spec or SandboxSpec()
-        self.max_jobs = max_jobs or int(os.environ.get("REWARDBOX_SANDBOX_MAX_JOBS") or 1000)
+        self.max_jobs = max_jobs or MAX_JOBS
         self.acquire_timeout_s = acquire_timeout_s
         self.stats = PoolStats(size=self.size)
         self._idle: asyncio.Queue[Sandbox] = asyncio.Queue()

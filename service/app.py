@@ -1,4 +1,4 @@
-"""HTTP API: a thin skin over an Executor (in-process, or Redis-backed workers when REDIS_URL is set). Routes
+"""HTTP API: a thin skin over an Executor (in-process, or Redis-backed workers when REWARDBOX_REDIS_URL is set). Routes
 translate HTTP to calls on plain objects and back."""
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from sandboxes import SandboxPool, choose_backend
+from sandboxes import SandboxPool
+from sandboxes.image import use_cache_dir
 
 from . import __version__, dashboard, openrlhf, repos, rollouts, sandbox_fusion, sandbox_fusion_datasets
 from .auth import BearerAuth
 from .body_limit import BodyLimit
-from .config import Settings
+from .config import Settings, sandbox_pool
 from .errors import NotStarted, Overloaded, Unavailable
 from .executor import Executor, LocalExecutor
 from .metrics import Metrics, RequestCounter
@@ -34,35 +35,43 @@ from .validation import TEST_KINDS, InvalidRequest, Problem, request_errors
 THREAD_AT = 64  # results: larger answers are serialised in a thread (the event loop keeps serving meanwhile)
 
 
-def create_app(settings: Settings | None = None, pool: SandboxPool | None = None,
-               session_pool: SandboxPool | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, executor: Executor | None = None,
+               pool: SandboxPool | None = None, session_pool: SandboxPool | None = None) -> FastAPI:
+    """The API over `executor` when one is given (its owner starts and closes it; the app then runs no sandbox
+    and has no agent sessions: what tests of the HTTP shape want), else over the one `settings` call for: Redis
+    workers (redis_url) or a local pool (`pool`, else one of its own)."""
     settings = settings or Settings.from_env()
+    use_cache_dir(settings.cache_dir)  # datasets and bubblewrap root filesystems of this process
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        if executor is not None:
+            app.state.executor, app.state.store = executor, executor.store
+            yield
+            return
         if settings.redis_url:  # distributed mode: no sandboxes here, workers anywhere
             from .redis_executor import RedisExecutor
 
-            executor: Executor = RedisExecutor(settings, metrics)
-            await executor.start()
-            app.state.store = executor.store
-            app.state.executor = executor
-            app.state.sessions = RemoteSessions(executor.queue.redis, executor.queue.prefix, executor.score_many,
-                                                metrics.registry)
+            remote = RedisExecutor(settings, metrics)
+            await remote.start()
+            app.state.store = remote.store
+            app.state.executor = remote
+            app.state.sessions = RemoteSessions(remote.queue.redis, remote.queue.prefix, remote.score_many,
+                                                metrics.registry, settings.sessions)
             yield
-            await executor.close()
+            await remote.close()
             return
         own = pool is None
-        p = pool or SandboxPool(choose_backend(settings.backend), size=settings.pool_size or None)
+        p = pool or sandbox_pool(settings)
         if own:
             await p.start()
         app.state.pool = p
-        store = None if settings.db_path == "off" else RolloutStore(settings.db_path or None, settings.db_retention)
+        store = None if settings.db_file is None else RolloutStore(settings.db_file, settings.db_retention)
         app.state.store = store
         app.state.executor = LocalExecutor(p, settings, metrics, store)
         await app.state.executor.start()
         app.state.sessions = await SessionManager.embedded(p.backend, app.state.repos, app.state.executor.score_many,
-                                                           metrics.registry, session_pool)
+                                                           metrics.registry, settings.sessions, session_pool)
         yield
         await app.state.sessions.close()
         if own:
@@ -79,8 +88,8 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
     app.state.settings = settings
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s)
     app.add_middleware(RequestCounter, metrics=metrics)
-    if settings.auth_token:
-        app.add_middleware(BearerAuth, token=settings.auth_token)  # added last: runs first
+    if settings.token:
+        app.add_middleware(BearerAuth, token=settings.token)  # added last: runs first
     app.include_router(sandbox_fusion.router)
     app.include_router(sandbox_fusion_datasets.router)
     app.include_router(openrlhf.router)

@@ -1,8 +1,8 @@
 """`rewardbox` command line.
 
-    rewardbox serve [--host H] [--port P]          serve the HTTP API (embedded mode: local sandbox pool;
-                                                   with REDIS_URL: distributed mode, workers do the scoring)
-    rewardbox worker                               score jobs from REDIS_URL on a local warm sandbox pool
+    rewardbox serve [--host H] [--port P]          serve the HTTP API (embedded mode: local sandbox pool; with
+                                                   REWARDBOX_REDIS_URL: distributed mode, workers do the scoring)
+    rewardbox worker                               score jobs from REWARDBOX_REDIS_URL on a local warm sandbox pool
     rewardbox rollouts list [--failed] [--status S] [--language L] [--limit N]
     rewardbox replay ROLLOUT_ID [--local]          re-run a stored rollout and show what changed
     rewardbox export [--failed] > rollouts.jsonl
@@ -109,24 +109,37 @@ def _print_replay(replay: dict) -> None:
 
 
 async def _replay_local(rollout_id: str) -> dict:
-    from sandboxes import SandboxPool
+    from sandboxes import SandboxPool, choose_backend
+    from sandboxes.image import use_cache_dir
 
-    from .config import Settings
     from .models import RewardItem
     from .replay import compare
     from .scoring import Scorer
     from .store import RolloutStore
 
-    store = RolloutStore()
+    settings = _settings()
+    use_cache_dir(settings.cache_dir)
+    store = RolloutStore(settings.db_file)
     record = store.get(rollout_id)
     if record is None:
         sys.exit(f"no rollout {rollout_id} in {store.path}")
-    async with SandboxPool(size=1) as pool:
-        scorer = Scorer(pool, Settings.from_env(), store=store)
+    backend = choose_backend(settings.backend, image=settings.image or None)
+    async with SandboxPool(backend, size=1, max_jobs=settings.sandbox_max_jobs) as pool:
+        scorer = Scorer(pool, settings, store=store)
         result = (await scorer.score(RewardItem.model_validate(record["request"]))).model_dump(mode="json")
         same = record["image"] == scorer.image_id and record["versions"] == scorer.versions
     return {"rollout_id": result["rollout_id"], "replay_of": rollout_id, **compare(record["result"], result),
             "same_image_and_versions": same, "result": result}
+
+
+def _settings():
+    """The service's settings from the environment; a value that does not parse is one line naming it."""
+    from .config import ConfigError, Settings
+
+    try:
+        return Settings.from_env()
+    except ConfigError as e:
+        raise CliError(f"invalid configuration:\n{e}") from None
 
 
 def cmd_replay(args: argparse.Namespace) -> None:
@@ -159,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     serve.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     serve.add_argument("--log-level", default="info")
-    worker = sub.add_parser("worker", help="distributed mode: score jobs from REDIS_URL on a local sandbox pool")
+    worker = sub.add_parser("worker", help="distributed mode: score jobs from REWARDBOX_REDIS_URL on local sandboxes")
     worker.add_argument("--log-level", default="info")
     worker.add_argument("--health", action="store_true",
                         help="exit 0 if a worker on this host sent a heartbeat recently (container health check)")
@@ -207,21 +220,20 @@ def _dispatch(args: argparse.Namespace) -> None:
         return
     if args.command == "serve":
         from .app import create_app
-        from .config import Settings
         from .http_server import serve as serve_http
 
         logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        settings = Settings.from_env()
+        settings = _settings()
         serve_http(create_app(settings), args.host, args.port, args.log_level, settings.header_timeout_s)
     elif args.command == "worker":
-        from .config import Settings
         from .worker import healthy
         from .worker import serve as serve_worker
 
+        settings = _settings()
         if args.health:
-            sys.exit(0 if healthy(Settings.from_env()) else 1)
+            sys.exit(0 if healthy(settings) else 1)
         logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        asyncio.run(serve_worker(Settings.from_env()))
+        asyncio.run(serve_worker(settings))
 
 
 def _client_command(args: argparse.Namespace) -> None:

@@ -1,74 +1,198 @@
-"""Service settings: read once from the environment (REWARDBOX_*), passed around as one value."""
+"""Service settings: one table, read once from the environment and passed down as one value.
+
+Every field is the variable REWARDBOX_<FIELD NAME> (case-insensitive); README.md "Configuration" lists them all
+(tests/test_config_units.py keeps the two in step). Sizes are in the unit their name ends with (`_mb`, `_kb`);
+the byte counts the code uses are properties. The few names from before this table that did not follow it still
+work (validation aliases): REDIS_URL. A value that does not parse stops the service at start-up with the variable
+named (`Settings.from_env`).
+"""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
+from pydantic import AliasChoices, Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-def _env(name: str, default: float) -> float:
-    raw = os.environ.get(f"REWARDBOX_{name}")
-    return float(raw) if raw not in (None, "") else default
+from graders.efficiency_measure import DEFAULT_ROUNDS
+from sandboxes import SandboxPool, choose_backend
+from sandboxes.image import DEFAULT_CACHE
+from sandboxes.pool import MAX_JOBS
+
+from .repo_archive import ArchiveLimits
+
+PREFIX = "REWARDBOX_"
+MB, KB = 1 << 20, 1 << 10
 
 
 @dataclass(frozen=True)
-class Settings:
-    max_batch: int = 1024  # items in one /reward/batch
-    max_body_bytes: int = 64 << 20  # larger requests get 413
-    max_code_bytes: int = 256 << 10  # one program
-    max_timeout_s: float = 30.0  # cap on limits.timeout_s (per test case)
-    max_memory_mb: int = 4096  # cap on limits.memory_mb
-    max_item_s: float = 120.0  # sandbox time of one item's test runs, all its cases together
-    max_cases: int = 1024  # test cases in one item
-    pool_size: int = 0  # sandboxes; 0 = one per core
-    backend: str = "auto"  # docker | bubblewrap | auto
-    lint_cache_size: int = 4096
-    auth_token: str = ""  # when set, every endpoint requires `Authorization: Bearer <token>`
-    db_path: str = ""  # rollout store (SQLite); "" = $REWARDBOX_CACHE/rollouts.sqlite3, "off" = no store
-    db_retention: int = 1_000_000  # rollouts kept (oldest dropped first)
-    redis_url: str = ""  # distributed mode when set: jobs go through Redis to `rewardbox worker` processes
-    redis_prefix: str = "rewardbox"  # key prefix, so that several deployments can share one Redis
-    redis_retention: int = 100_000  # rollouts kept in Redis (distributed mode; a few KiB each, in memory)
-    max_queued: int = 2048  # work (test cases) accepted and not yet started (all API instances); beyond: 429
-    # Default per-request deadline: items not started by then are infra_error. With max_item_s it bounds a request
-    # (deadline + item time) below the client's 300 s timeout, so the client hears the answer.
-    deadline_s: float = 120.0
-    result_cache_size: int = 100_000  # identical items answered from the cache; 0 disables it
-    result_cache_ttl_s: float = 3600.0
-    worker_concurrency: int = 0  # items a worker scores at once; 0 = 2 per sandbox
-    claim_idle_s: float = 30.0  # a job unacknowledged this long (its worker died) goes to another worker
-    worker_grace_s: float = 30.0  # SIGTERM: a worker finishes its jobs for this long, then hands the rest back
-    header_timeout_s: float = 10.0  # a connection that has not sent a whole request head by then is closed
-    body_timeout_s: float = 60.0  # a request body not received whole by then is answered 408 and closed
-    infra_retry_s: float = 60.0  # OpenRLHF / SandboxFusion dataset routes score infra errors again this long
+class SessionSettings:
+    """What the session manager needs (service/sessions.py); `Settings.sessions` in a service."""
+
+    max_open: int = 64
+    max_bytes: int = 4096 << 20
+    pool_size: int = 2
+    sandbox_max_jobs: int = MAX_JOBS
+
+
+@dataclass(frozen=True)
+class RepoSettings:
+    """What the repository store needs (service/repos.py); `Settings.repos` in a service."""
+
+    limits: ArchiveLimits = ArchiveLimits()
+    store_bytes: int = 512 << 20
+    max_change_bytes: int = 4 << 20
+
+
+class ConfigError(ValueError):
+    """A REWARDBOX_* variable that does not parse: its name and why, one line each."""
+
+
+class Settings(BaseSettings):
+    # Limits on one request
+    max_batch: int = Field(1024, gt=0, description="items in one /reward/batch")
+    max_body_mb: float = Field(64, gt=0, description="larger request bodies are answered 413")
+    max_code_kb: float = Field(256, gt=0, description="one program's source")
+    max_timeout_s: float = Field(30.0, gt=0, description="cap on limits.timeout_s (per test case)")
+    max_memory_mb: int = Field(4096, gt=0, description="cap on limits.memory_mb")
+    max_item_s: float = Field(120.0, gt=0, description="sandbox time of one item's test runs, all its cases "
+                              "together")
+    max_cases: int = Field(1024, gt=0, description="test cases in one item")
+    # With max_item_s it bounds a request (deadline + item time) below the client's 300 s timeout.
+    deadline_s: float = Field(120.0, gt=0, description="default per-request deadline: items not started by then "
+                              "are infra_error")
+    max_queued: int = Field(2048, gt=0, description="test cases accepted and not yet started (all API "
+                            "instances); beyond: 429")
+    header_timeout_s: float = Field(10.0, gt=0, description="a connection without a whole request head by then "
+                                    "is closed")
+    body_timeout_s: float = Field(60.0, gt=0, description="a request body not received whole by then: 408")
+    infra_retry_s: float = Field(60.0, ge=0, description="OpenRLHF / SandboxFusion dataset routes score infra "
+                                 "errors again this long")
+    token: str = Field("", description="when set, every endpoint requires `Authorization: Bearer <token>` (the "
+                       "client reads the same variable)")
+
+    # Sandboxes
+    backend: Literal["auto", "docker", "bubblewrap", "bwrap"] = Field(
+        "auto", description="docker, bubblewrap, or auto (docker when an engine answers, else bubblewrap)")
+    pool_size: int = Field(0, ge=0, description="warm sandboxes; 0 = one per core")
+    sandbox_max_jobs: int = Field(MAX_JOBS, gt=0, description="jobs a sandbox runs before it is replaced")
+    image: str = Field("", description="Docker image of the sandboxes; empty = `rewardbox-sandbox:TAG`, TAG "
+                       "from sandboxes/image")
+    cache: str = Field("", description="cache folder (bubblewrap root filesystems, rollout store, datasets); "
+                       "empty = `~/.cache/rewardbox`")
+    lint_cache_size: int = Field(4096, ge=0, description="lint results kept, by content hash")
+    efficiency_rounds: int = Field(DEFAULT_ROUNDS, gt=0, description="rounds the efficiency grader always runs")
+
+    # Results and the rollout store
+    result_cache_size: int = Field(100_000, ge=0, description="identical items answered from the cache; "
+                                   "0 disables it")
+    result_cache_ttl_s: float = Field(3600.0, ge=0, description="how long a cached result is answered")
+    db: str = Field("", description="rollout store (SQLite file); empty = `rollouts.sqlite3` in the cache "
+                    "folder, `off` = no store")
+    db_retention: int = Field(1_000_000, gt=0, description="rollouts kept in SQLite (oldest dropped first)")
+
+    # Distributed mode
+    redis_url: str = Field("", validation_alias=AliasChoices(f"{PREFIX}REDIS_URL", "REDIS_URL"),
+                           description="distributed mode when set: jobs go through Redis to `rewardbox worker` "
+                           "processes (also read as REDIS_URL)")
+    redis_prefix: str = Field("rewardbox", description="Redis key prefix: several deployments can share one Redis")
+    redis_retention: int = Field(100_000, gt=0, description="rollouts kept in Redis (a few KiB each, in memory)")
+    worker_concurrency: int = Field(0, ge=0, description="items a worker scores at once; 0 = 2 per sandbox")
+    claim_idle_s: float = Field(30.0, gt=0, description="a job unacknowledged this long (its worker died) goes "
+                                "to another worker")
+    worker_grace_s: float = Field(30.0, ge=0, description="on SIGTERM a worker finishes its jobs this long, then "
+                                  "hands the rest back")
+
+    # Agent sessions
+    sessions_max: int = Field(SessionSettings.max_open, gt=0, description="open sessions")
+    sessions_max_mb: float = Field(SessionSettings.max_bytes / MB, gt=0, description="workspace bytes of all "
+                                   "sessions together")
+    session_pool_size: int = Field(SessionSettings.pool_size, gt=0, description="sandboxes of the session pool "
+                                   "(started with the first session)")
+
+    # Repositories
+    repo_max_archive_mb: float = Field(ArchiveLimits.archive_bytes / MB, gt=0, description="an uploaded .tar.gz")
+    repo_max_unpacked_mb: float = Field(ArchiveLimits.unpacked_bytes / MB, gt=0,
+                                        description="all file contents of a repository")
+    repo_max_files: int = Field(ArchiveLimits.files, gt=0, description="files, directories and links")
+    repo_max_depth: int = Field(ArchiveLimits.depth, gt=0, description="path components")
+    repo_store_mb: float = Field(RepoSettings.store_bytes / MB, gt=0, description="normalized archives kept, "
+                                 "least recently used out first")
+    repo_max_change_kb: float = Field(RepoSettings.max_change_bytes / KB, gt=0, description="a repo item's change")
+
+    # env_ignore_empty: an empty variable means the default, as before this table.
+    model_config = SettingsConfigDict(env_prefix=PREFIX, env_ignore_empty=True, frozen=True, populate_by_name=True,
+                                      extra="forbid")
 
     @classmethod
     def from_env(cls) -> Settings:
-        return cls(
-            max_batch=int(_env("MAX_BATCH", cls.max_batch)),
-            max_body_bytes=int(_env("MAX_BODY_MB", cls.max_body_bytes / (1 << 20)) * (1 << 20)),
-            max_code_bytes=int(_env("MAX_CODE_KB", cls.max_code_bytes / 1024) * 1024),
-            max_timeout_s=_env("MAX_TIMEOUT_S", cls.max_timeout_s),
-            max_memory_mb=int(_env("MAX_MEMORY_MB", cls.max_memory_mb)),
-            max_item_s=_env("MAX_ITEM_S", cls.max_item_s),
-            max_cases=int(_env("MAX_CASES", cls.max_cases)),
-            pool_size=int(_env("POOL_SIZE", 0)),
-            backend=os.environ.get("REWARDBOX_BACKEND", "auto"),
-            lint_cache_size=int(_env("LINT_CACHE_SIZE", cls.lint_cache_size)),
-            auth_token=os.environ.get("REWARDBOX_TOKEN", ""),
-            db_path=os.environ.get("REWARDBOX_DB", ""),
-            db_retention=int(_env("DB_RETENTION", cls.db_retention)),
-            redis_url=os.environ.get("REDIS_URL", ""),
-            redis_prefix=os.environ.get("REWARDBOX_REDIS_PREFIX", cls.redis_prefix),
-            redis_retention=int(_env("REDIS_RETENTION", cls.redis_retention)),
-            max_queued=int(_env("MAX_QUEUED", cls.max_queued)),
-            deadline_s=_env("DEADLINE_S", cls.deadline_s),
-            result_cache_size=int(_env("RESULT_CACHE_SIZE", cls.result_cache_size)),
-            result_cache_ttl_s=_env("RESULT_CACHE_TTL_S", cls.result_cache_ttl_s),
-            worker_concurrency=int(_env("WORKER_CONCURRENCY", 0)),
-            claim_idle_s=_env("CLAIM_IDLE_S", cls.claim_idle_s),
-            worker_grace_s=_env("WORKER_GRACE_S", cls.worker_grace_s),
-            header_timeout_s=_env("HEADER_TIMEOUT_S", cls.header_timeout_s),
-            body_timeout_s=_env("BODY_TIMEOUT_S", cls.body_timeout_s),
-            infra_retry_s=_env("INFRA_RETRY_S", cls.infra_retry_s),
-        )
+        """The environment's settings; ConfigError naming every variable that does not parse."""
+        try:
+            return cls()
+        except ValidationError as e:
+            raise ConfigError("\n".join(f"{variable(str(err['loc'][0]))}={err['input']!r}: {err['msg']}"
+                                        for err in e.errors())) from None
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * MB)
+
+    @property
+    def max_code_bytes(self) -> int:
+        return int(self.max_code_kb * KB)
+
+    @property
+    def cache_dir(self) -> Path | None:
+        return Path(self.cache) if self.cache else None
+
+    @property
+    def db_file(self) -> Path | None:
+        """The rollout store's SQLite file; None when the store is off."""
+        if self.db == "off":
+            return None
+        return Path(self.db) if self.db else (self.cache_dir or DEFAULT_CACHE) / "rollouts.sqlite3"
+
+    @property
+    def sessions(self) -> SessionSettings:
+        return SessionSettings(max_open=self.sessions_max, max_bytes=int(self.sessions_max_mb * MB),
+                               pool_size=self.session_pool_size, sandbox_max_jobs=self.sandbox_max_jobs)
+
+    @property
+    def repos(self) -> RepoSettings:
+        limits = ArchiveLimits(archive_bytes=int(self.repo_max_archive_mb * MB),
+                               unpacked_bytes=int(self.repo_max_unpacked_mb * MB),
+                               files=self.repo_max_files, depth=self.repo_max_depth)
+        return RepoSettings(limits, store_bytes=int(self.repo_store_mb * MB),
+                            max_change_bytes=int(self.repo_max_change_kb * KB))
+
+
+def variable(field: str) -> str:
+    """The environment variable of a field (or of the alias an error names)."""
+    name = field.upper()
+    return name if name.startswith(PREFIX) else PREFIX + name
+
+
+def sandbox_pool(settings: Settings) -> SandboxPool:
+    """The warm pool a service scores on (embedded API, worker), as its settings say; not started."""
+    backend = choose_backend(settings.backend, image=settings.image or None)
+    return SandboxPool(backend, size=settings.pool_size or None, max_jobs=settings.sandbox_max_jobs)
+
+
+def env_table() -> str:
+    """The README's table of every variable (name, default, meaning): `python -m service.config` prints it."""
+
+    def shown(value: object) -> str:
+        if value == "":
+            return "(empty)"
+        return f"`{value:g}`" if isinstance(value, float) else f"`{value}`"
+
+    rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
+    rows += [f"| `{variable(name)}` | {shown(field.default)} | {field.description} |"
+             for name, field in Settings.model_fields.items()]
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(env_table())

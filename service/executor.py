@@ -1,6 +1,6 @@
 """Where items are scored: the seam between the routes and the sandboxes.
 
-`Executor` is what the routes call. `LocalExecutor` (embedded mode, no REDIS_URL) scores in this process on a
+`Executor` is what the routes call. `LocalExecutor` (embedded mode, no REWARDBOX_REDIS_URL) scores in this process on a
 local warm pool; `service.redis_executor.RedisExecutor` (distributed mode) hands items to `rewardbox worker`
 processes through Redis. Both validate every item (service/validation.py: every route goes through here), answer
 the same results, consult the result cache, admit work up to the queue bound (service/admission.py: Overloaded ->

@@ -48,7 +48,7 @@ class RedisExecutor:
         self.queue = Queue(settings)
         self.reader = connect(settings.redis_url, timeout_s=10.0)  # BLPOP blocks a connection of its own
         self.reply = f"{self.queue.prefix}:reply:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.store = None if settings.db_path == "off" else RedisRolloutStore(
+        self.store = None if settings.db == "off" else RedisRolloutStore(
             settings.redis_url, settings.redis_prefix, settings.redis_retention)
         self.key_versions = code_versions()
         self.image_id, self.versions = "", {}

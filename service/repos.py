@@ -6,9 +6,9 @@ embedded mode, in Redis in distributed mode (shared by every API process and wor
 LRU of what it fetched, safe because content-addressed entries never change). Sandboxes keep their own copy in
 memory (sandboxes/inside/repo_workspace.py), so a snapshot crosses to a sandbox once, not once per item.
 
-Settings (read once, here): REWARDBOX_REPO_STORE_MB (budget, default 512), REWARDBOX_REPO_MAX_ARCHIVE_MB (32),
-REWARDBOX_REPO_MAX_UNPACKED_MB (32), REWARDBOX_REPO_MAX_FILES (2500), REWARDBOX_REPO_MAX_DEPTH (32),
-REWARDBOX_REPO_MAX_CHANGE_KB (patch, files and test files of one item together, default 4096).
+Settings: RepoSettings, from the service's Settings (REWARDBOX_REPO_STORE_MB, the budget;
+REWARDBOX_REPO_MAX_ARCHIVE_MB, _MAX_UNPACKED_MB, _MAX_FILES, _MAX_DEPTH; REWARDBOX_REPO_MAX_CHANGE_KB: patch, files
+and test files of one item together; service/config.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import binascii
 import functools
 import hashlib
 import json
-import os
 import re
 import time
 from collections import OrderedDict
@@ -29,34 +28,13 @@ from typing import Any, Protocol
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
 
-from .config import Settings
-from .repo_archive import ArchiveLimits, BadArchive, Normalized, normalize
+from .config import RepoSettings, Settings
+from .repo_archive import BadArchive, Normalized, normalize
 from .validation import Problem
 
 REPO_ID = re.compile(r"^[0-9a-f]{64}$")
 GZIP_TYPES = ("application/gzip", "application/x-gzip", "application/x-tar+gzip", "application/x-gtar",
               "application/octet-stream")
-
-
-@dataclass(frozen=True)
-class RepoSettings:
-    limits: ArchiveLimits
-    store_bytes: int = 512 << 20
-    max_change_bytes: int = 4 << 20
-
-    @classmethod
-    def from_env(cls) -> RepoSettings:
-        def mb(name: str, default: float) -> int:
-            raw = os.environ.get(f"REWARDBOX_REPO_{name}")
-            return int(float(raw) * (1 << 20)) if raw else int(default * (1 << 20))
-
-        base = ArchiveLimits()
-        limits = ArchiveLimits(archive_bytes=mb("MAX_ARCHIVE_MB", base.archive_bytes / (1 << 20)),
-                               unpacked_bytes=mb("MAX_UNPACKED_MB", base.unpacked_bytes / (1 << 20)),
-                               files=int(os.environ.get("REWARDBOX_REPO_MAX_FILES") or base.files),
-                               depth=int(os.environ.get("REWARDBOX_REPO_MAX_DEPTH") or base.depth))
-        change_kb = float(os.environ.get("REWARDBOX_REPO_MAX_CHANGE_KB") or 4096)
-        return cls(limits=limits, store_bytes=mb("STORE_MB", 512), max_change_bytes=int(change_kb * 1024))
 
 
 @dataclass(frozen=True)
@@ -192,10 +170,9 @@ class RedisRepoStore:
 @functools.cache
 def repo_store(settings: Settings) -> RepoStore:
     """The one store of this process for these settings (the routes and the scorer share it)."""
-    repo_settings = RepoSettings.from_env()
     if settings.redis_url:
-        return RedisRepoStore(settings.redis_url, settings.redis_prefix, repo_settings)
-    return MemoryRepoStore(repo_settings)
+        return RedisRepoStore(settings.redis_url, settings.redis_prefix, settings.repos)
+    return MemoryRepoStore(settings.repos)
 
 
 async def store_archive(store: RepoStore, archive: bytes) -> tuple[RepoInfo, bool]:

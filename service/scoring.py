@@ -45,7 +45,7 @@ class Scorer:
         self.image_id = self.pool.backend.image_id()
         self.versions = replay_versions()
         self.quality = QualityGrader(self.pool, settings.lint_cache_size)
-        self.efficiency = EfficiencyGrader(self.pool)
+        self.efficiency = EfficiencyGrader(self.pool, settings.efficiency_rounds)
         self.builder = Builder(self.pool)  # compiled artefacts of the non-Python languages, by source hash
         self.repo = RepoGrader(self.pool, repo_store(settings).data)  # repo items: a change graded by a repo's tests
 

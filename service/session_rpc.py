@@ -144,11 +144,11 @@ class SessionServer:
 class RemoteSessions:
     """The API side: the surface of SessionManager that the routes use, each call sent to the session's owner."""
 
-    def __init__(self, redis: Any, prefix: str, score: Any, registry: Any) -> None:
+    def __init__(self, redis: Any, prefix: str, score: Any, registry: Any, settings: SessionSettings) -> None:
         from .sessions import SessionMetrics
 
         self.redis, self.prefix, self.score = redis, prefix, score
-        self.settings = SessionSettings.from_env()
+        self.settings = settings
         self.metrics = SessionMetrics(registry)
 
     async def close(self) -> None:

@@ -18,8 +18,8 @@ what isolates sessions, forks included: a fork is a copy of the delta, here.
 
 In distributed mode each worker runs one of these, served through Redis (service/session_rpc.py).
 
-Settings (read once, here): REWARDBOX_SESSIONS_MAX (64), REWARDBOX_SESSIONS_MAX_MB (4096),
-REWARDBOX_SESSION_POOL_SIZE (2).
+Settings: SessionSettings, from the service's Settings (REWARDBOX_SESSIONS_MAX, REWARDBOX_SESSIONS_MAX_MB,
+REWARDBOX_SESSION_POOL_SIZE; service/config.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import os
 import secrets
 import time
 from collections import OrderedDict
@@ -39,6 +38,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from sandboxes import Job, Limits, Result, SandboxPool, Status
 
+from .config import SessionSettings
 from .errors import Overloaded
 from .models import ItemResult, RewardItem
 from .session_models import SessionLimits
@@ -51,20 +51,6 @@ HISTORY_CAP = 500  # entries kept in a session's history (the oldest go first)
 TOMBSTONES = 100_000  # ids of ended sessions remembered, so that they answer 410 rather than 404
 SNAPSHOT_CACHE = 8  # parsed snapshots kept on the host
 MAX_DELTA_BYTES = 40 << 20  # changed bytes a session may hold: each command's job carries them (inside/session_exec.py)
-
-
-@dataclass(frozen=True)
-class SessionSettings:
-    max_open: int = 64
-    max_bytes: int = 4096 << 20
-    pool_size: int = 2
-
-    @classmethod
-    def from_env(cls) -> SessionSettings:
-        mb = os.environ.get("REWARDBOX_SESSIONS_MAX_MB")
-        return cls(max_open=int(os.environ.get("REWARDBOX_SESSIONS_MAX") or cls.max_open),
-                   max_bytes=int(float(mb) * (1 << 20)) if mb else cls.max_bytes,
-                   pool_size=int(os.environ.get("REWARDBOX_SESSION_POOL_SIZE") or cls.pool_size))
 
 
 class SessionGone(LookupError):
@@ -125,7 +111,7 @@ class SessionManager:
     def __init__(self, pool: SandboxPool, fetch: Fetch, score: Score, registry: CollectorRegistry,
                  settings: SessionSettings | None = None, owner: str = "embedded") -> None:
         self.pool, self.fetch, self.score = pool, fetch, score
-        self.settings = settings or SessionSettings.from_env()
+        self.settings = settings or SessionSettings()
         self.owner = owner
         self.metrics = SessionMetrics(registry)
         self.sessions: dict[str, Session] = {}
@@ -140,13 +126,13 @@ class SessionManager:
 
     @classmethod
     async def embedded(cls, backend: Any, repos: Any, score: Score, registry: CollectorRegistry,
-                       pool: SandboxPool | None = None) -> SessionManager:
+                       settings: SessionSettings, pool: SandboxPool | None = None) -> SessionManager:
         """The manager of embedded mode: a session pool of its own (started with the first session, so that a
         service nobody opens sessions on runs no extra sandboxes), the repo store's snapshots, the executor's
         scoring (a worker passes none: in distributed mode the API grades)."""
-        settings = SessionSettings.from_env()
         own = pool is None
-        pool = pool or SandboxPool(backend, size=settings.pool_size, acquire_timeout_s=120.0)
+        pool = pool or SandboxPool(backend, size=settings.pool_size, max_jobs=settings.sandbox_max_jobs,
+                                   acquire_timeout_s=120.0)
         manager = cls(pool, repos.data, score, registry, settings)
         manager._own_pool = own
         manager._pool_started = not own

@@ -6,12 +6,13 @@ that posts its batch again gets what was already scored from here instead of run
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from sandboxes.image import cache_dir
 
 FIELD_CAP = 64 << 10  # per string of a stored result (the request is kept whole: replay needs it exactly)
 SCHEMA = """
@@ -42,11 +43,8 @@ CREATE TABLE IF NOT EXISTS runs (
 
 
 def default_path() -> Path:
-    env = os.environ.get("REWARDBOX_DB")
-    if env:
-        return Path(env)
-    cache = os.environ.get("REWARDBOX_CACHE")
-    return (Path(cache) if cache else Path.home() / ".cache" / "rewardbox") / "rollouts.sqlite3"
+    """In the cache folder (the service sets it: REWARDBOX_CACHE); a service passes its REWARDBOX_DB."""
+    return cache_dir() / "rollouts.sqlite3"
 
 
 def capped(value: Any) -> Any:

@@ -24,10 +24,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from redis.exceptions import RedisError, ResponseError
 
-from sandboxes import SandboxPool, choose_backend
+from sandboxes import SandboxPool
+from sandboxes.image import use_cache_dir
 
 from .cache import cache_key, cacheable_status, code_versions
-from .config import Settings
+from .config import Settings, sandbox_pool
 from .fair import ITEMS, RUNS, item_scope, request_scope
 from .models import RewardItem
 from .redis_queue import DOWN, GROUP, HEARTBEAT_S, Queue, job_from_wire, not_started_payload
@@ -110,7 +111,7 @@ class Worker:
     async def _session_server(self) -> SessionServer:
         """Agent sessions pinned to this worker (service/session_rpc.py), on a session pool of their own."""
         manager = await SessionManager.embedded(self.pool.backend, repo_store(self.settings), _api_grades,
-                                                CollectorRegistry())
+                                                CollectorRegistry(), self.settings.sessions)
         return SessionServer(self.queue.redis, self.queue.prefix, self.name, manager)
 
     async def _well_formed(self, entries: list) -> list:
@@ -210,7 +211,7 @@ class Worker:
                       item: RewardItem | None) -> None:
         record, key, ok = "", "", False
         if item is not None:
-            if self.settings.db_path != "off":
+            if self.settings.db != "off":
                 record = rollout_record(data["item"], payload, self.scorer.image_id, self.scorer.versions)
             key = cache_key(item, self.key_versions)
             ok = cacheable_status(payload["status"])
@@ -301,8 +302,9 @@ async def _api_grades(items: list) -> list:
 
 async def serve(settings: Settings) -> None:
     if not settings.redis_url:
-        raise SystemExit("rewardbox worker needs REDIS_URL")
-    async with SandboxPool(choose_backend(settings.backend), size=settings.pool_size or None) as pool:
+        raise SystemExit("rewardbox worker needs REWARDBOX_REDIS_URL (or REDIS_URL)")
+    use_cache_dir(settings.cache_dir)
+    async with sandbox_pool(settings) as pool:
         worker = Worker(pool, settings)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,5 +1,5 @@
 """Real processes for the distributed-mode tests: a redis-server of our own (random port, temporary dir), worker
-processes (`rewardbox worker`), API processes (`rewardbox serve` with REDIS_URL), network namespaces."""
+processes (`rewardbox worker`), API processes (`rewardbox serve` with REWARDBOX_REDIS_URL), network namespaces."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def _pings(client: redis.Redis) -> bool:
 
 
 def service_env(redis_url: str, prefix: str, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "REDIS_URL": redis_url, "REWARDBOX_REDIS_PREFIX": prefix, "REWARDBOX_POOL_SIZE": "1",
+    env = {**os.environ, "REWARDBOX_REDIS_URL": redis_url, "REWARDBOX_REDIS_PREFIX": prefix, "REWARDBOX_POOL_SIZE": "1",
            "REWARDBOX_BACKEND": "bubblewrap",  # bwrap sandboxes die with their worker, SIGKILL included
            "REWARDBOX_CLAIM_IDLE_S": "2", "REWARDBOX_WORKER_GRACE_S": "10", "PYTHONPATH": str(ROOT)}
     env.update(extra)

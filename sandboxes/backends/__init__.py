@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 
 from .base import Backend, SandboxHandle, SandboxSpec
@@ -38,13 +37,15 @@ def bubblewrap_available() -> bool:
     return shutil.which("bwrap") is not None
 
 
-def choose_backend(name: str | None = None) -> Backend:
-    """docker | bubblewrap | auto (docker when an engine answers, else bubblewrap, else refuse)."""
-    name = (name or os.environ.get("REWARDBOX_BACKEND") or "auto").lower()
+def choose_backend(name: str = "auto", *, image: str | None = None) -> Backend:
+    """docker | bubblewrap | auto (docker when an engine answers, else bubblewrap, else refuse). `image`: the
+    Docker image (default: the current tag of sandboxes/image); bubblewrap's root filesystem is under
+    sandboxes.image.cache_dir()."""
+    name = (name or "auto").lower()
     if name in ("docker", "auto") and (name == "docker" or docker_available()):
         from .docker_backend import DockerBackend
 
-        return DockerBackend()
+        return DockerBackend(image)
     if name in ("bubblewrap", "bwrap", "auto") and bubblewrap_available():
         from .bwrap_backend import BubblewrapBackend
 

@@ -66,7 +66,7 @@ class DockerBackend:
 
     def __init__(self, image: str | None = None) -> None:
         self.client = docker.from_env(timeout=60)
-        self.image = image or os.environ.get("REWARDBOX_IMAGE") or image_name()
+        self.image = image or image_name()
         # Tells this backend's containers from those of other pools in the same process (same owner tag):
         # remove_own() must never take another pool's live sandboxes with it.
         self.instance = uuid.uuid4().hex[:12]

@@ -7,7 +7,6 @@ The same content is available two ways: a root filesystem directory for the bubb
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 from pathlib import Path
 
@@ -17,6 +16,8 @@ BUILD_SCRIPT = IMAGE_DIR / "build.sh"
 # Order matters: build.sh hashes the same files in the same order.
 _TAG_INPUTS = ("Dockerfile", "build.sh", "requirements.txt", "npm_install.py", "node/package.json",
                "node/package-lock.json")
+DEFAULT_CACHE = Path.home() / ".cache" / "rewardbox"
+_cache = DEFAULT_CACHE  # set by the service from its settings (REWARDBOX_CACHE): use_cache_dir()
 
 
 def image_tag() -> str:
@@ -32,10 +33,15 @@ def image_name() -> str:
     return f"{IMAGE_REPO}:{image_tag()}"
 
 
+def use_cache_dir(path: Path | None) -> None:
+    """Where this process keeps root filesystems and downloads from now on (None: ``~/.cache/rewardbox``)."""
+    global _cache
+    _cache = path or DEFAULT_CACHE
+
+
 def cache_dir() -> Path:
-    """``$REWARDBOX_CACHE``, else ``~/.cache/rewardbox``."""
-    env = os.environ.get("REWARDBOX_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "rewardbox"
+    """The folder set by use_cache_dir(), else ``~/.cache/rewardbox``."""
+    return _cache
 
 
 def rootfs_dir() -> Path:
@@ -58,8 +64,8 @@ def build(quiet: bool = False) -> str:
 
     Raises ``RuntimeError`` with the build log when it fails.
     """
-    proc = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)],
+    proc = subprocess.run(  # build.sh reads its cache folder from its environment
+        ["env", f"REWARDBOX_CACHE={cache_dir()}", "bash", str(BUILD_SCRIPT)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE if quiet else None,
         text=True,
