@@ -14,8 +14,8 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
-from sandboxes import Job, Limits, Result, SandboxPool, Status
-from sandboxes.builds import Build, Builder
+from sandboxes import Job, Limits, Result, Status
+from sandboxes.builds import Build, Builder, JobRunner
 from sandboxes.languages import INSIDE, LANGUAGES, NODE_STACK, Language
 
 from .outcome import Outcome, Verdict
@@ -44,7 +44,7 @@ def memory_checked(lang: Language, result: Result, memory_mb: int) -> Result:
     return result
 
 
-async def run_language_tests(pool: SandboxPool, builder: Builder, language: str, code: str, tests: Any,
+async def run_language_tests(pool: JobRunner, builder: Builder, language: str, code: str, tests: Any,
                              limits: Limits, compile_timeout_s: float) -> Outcome:
     lang = LANGUAGES[language]
     kind = getattr(tests, "kind", None)
@@ -72,7 +72,7 @@ async def run_language_tests(pool: SandboxPool, builder: Builder, language: str,
     return outcome
 
 
-async def _judge_function(pool: SandboxPool, lang: Language, code: str, build: Build, tests: Any,
+async def _judge_function(pool: JobRunner, lang: Language, code: str, build: Build, tests: Any,
                           limits: Limits) -> Outcome:
     files = lang.run_files(code, build.files)
     candidate = {"program": {"argv": ["node", NODE_STACK, f"--max-old-space-size={limits.memory_mb}",

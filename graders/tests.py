@@ -11,9 +11,11 @@ import asyncio
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
-from sandboxes import Job, Limits, Result, SandboxPool, Status
+from sandboxes import Job, Limits, Result, Status
+from sandboxes.builds import JobRunner
 
 from .flags import flags_for
 from .outcome import FAILURE_ORDER, Outcome, Verdict
@@ -25,7 +27,7 @@ def job_limits(timeout_s: float, memory_mb: int, max_item_s: float) -> Limits:
     return Limits(wall_s=timeout_s, total_s=max_item_s, cpu_s=max(timeout_s, 1.0), memory_mb=memory_mb)
 
 
-async def run_tests(pool: SandboxPool, code: str, tests: Any, limits: Limits, language: str = "python",
+async def run_tests(pool: JobRunner, code: str, tests: Any, limits: Limits, language: str = "python",
                     builder: Any = None, compile_timeout_s: float = 30.0, account: bool = False) -> Outcome:
     """tests: a service.models test spec (or None: just run the program once). Languages other than Python
     compile first (builder: a sandboxes.builds.Builder, whose cache the caller keeps). account (Python): the
@@ -40,14 +42,14 @@ async def run_tests(pool: SandboxPool, code: str, tests: Any, limits: Limits, la
     return outcome
 
 
-async def _run(pool: SandboxPool, code: str, tests: Any, limits: Limits, language: str, builder: Any,
+async def _run(pool: JobRunner, code: str, tests: Any, limits: Limits, language: str, builder: Any,
                compile_timeout_s: float, account: bool = False) -> Outcome:
     if language != "python":
         from .compiled import run_language_tests
 
         return await run_language_tests(pool, builder, language, code, tests, limits, compile_timeout_s)
     if tests is None:
-        runs = await asyncio.gather(_run_program(pool, code, "", limits, account))
+        runs: Sequence[Result] = await asyncio.gather(_run_program(pool, code, "", limits, account))
         return _accounted(_from_runs(runs, None, None), runs)
     if tests.kind == "io":
         runs = await asyncio.gather(*(_run_program(pool, code, c.stdin, limits, account) for c in tests.cases))
@@ -58,16 +60,16 @@ async def _run(pool: SandboxPool, code: str, tests: Any, limits: Limits, languag
     return _accounted(from_judge(result, getattr(tests, "entry_point", None)), [result])
 
 
-async def _run_program(pool: SandboxPool, code: str, stdin: str, limits: Limits, account: bool = False) -> Result:
+async def _run_program(pool: JobRunner, code: str, stdin: str, limits: Limits, account: bool = False) -> Result:
     return await pool.run(Job("run", program={"code": code, "filename": "solution.py"}, stdin=stdin, limits=limits,
                               account=account))
 
 
-def _accounted(outcome: Outcome, results: list[Result]) -> Outcome:
+def _accounted(outcome: Outcome, results: Sequence[Result]) -> Outcome:
     """The stage's usage over its jobs (one per io case): CPU summed, peak memory the largest, as measure.py sums
     the cases of one measured run. Absent unless every job was accounted."""
-    usages = [r.usage for r in results]
-    if usages and all(u is not None for u in usages):
+    usages = [r.usage for r in results if r.usage is not None]
+    if usages and len(usages) == len(results):
         outcome.usage = {"cpu_ms": sum(u["cpu_ms"] for u in usages),
                          "peak_memory_kb": max(u["peak_memory_kb"] for u in usages),
                          "complete": all(u["complete"] for u in usages)}
@@ -104,7 +106,8 @@ def from_judge(result: Result, entry_point: str | None) -> Outcome:
         if load.get("stage") == "parse":
             outcome.status, outcome.message = "syntax_error", load.get("error", "")
         else:
-            outcome.status = _program_status(result) or {"timeout": "timeout"}.get(load.get("status"), "runtime_error")
+            timed_out = load.get("status") == "timeout"
+            outcome.status = _program_status(result) or ("timeout" if timed_out else "runtime_error")
             outcome.message = load.get("error", "")
         return _execution(outcome, result)
     outcome.executable = _defined(entry_point, load.get("names") or {})
@@ -151,7 +154,7 @@ def _is_syntax_error(result: Result) -> bool:
     return result.status == Status.RUNTIME_ERROR and last[0].startswith(SYNTAX_ERRORS)
 
 
-def _from_runs(runs: list[Result], expected: list[str] | None, compare: Any) -> Outcome:
+def _from_runs(runs: Sequence[Result], expected: list[str] | None, compare: Any) -> Outcome:
     """One run per io case (or a single run without tests)."""
     if any(r.status == Status.SANDBOX_ERROR for r in runs):
         bad = next(r for r in runs if r.status == Status.SANDBOX_ERROR)

@@ -43,11 +43,12 @@ def create_app(settings: Settings | None = None, pool: SandboxPool | None = None
         if settings.redis_url:  # distributed mode: no sandboxes here, workers anywhere
             from .redis_executor import RedisExecutor
 
-            executor: Executor = RedisExecutor(settings, metrics)
+            remote = RedisExecutor(settings, metrics)
+            executor: Executor = remote
             await executor.start()
             app.state.store = executor.store
             app.state.executor = executor
-            app.state.sessions = RemoteSessions(executor.queue.redis, executor.queue.prefix, executor.score_many,
+            app.state.sessions = RemoteSessions(remote.queue.redis, remote.queue.prefix, executor.score_many,
                                                 metrics.registry)
             yield
             await executor.close()
