@@ -1,6 +1,7 @@
 # rewardbox developer entry points.
 #   make run    HOST=0.0.0.0 PORT=8000     serve (after host set-up)
 #   make test   PYTEST_ARGS='-k foo -x'    test suite (installs redis-server too)
+#   make test-fast                         the pure unit tests (tests/test_*_units.py): no sandbox, Docker or Redis
 #   make lint | image | bench | setup | venv | venv-server
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -10,7 +11,7 @@ PY := $(VENV)/bin/python
 # open range would fetch a multi-GB CUDA build. Elsewhere: make setup TORCH='torch'.
 TORCH ?= torch==2.13.0
 
-.PHONY: venv venv-server host setup run test lint image bench
+.PHONY: venv venv-server host setup run test test-fast lint image bench
 
 # Two installs share .venv, each with its own stamp, redone only when pyproject.toml is newer than it:
 #   .stamp-server  what serving needs (`.[server]`), for `make run`
@@ -57,8 +58,13 @@ test: export REWARDBOX_NEED_FRAMEWORKS ?= 1
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# Only the venv, not setup: these tests run no sandbox, so they can fail fast before the image is built.
+test-fast: venv
+	$(PY) -m pytest -q $(PYTEST_ARGS) $(wildcard tests/test_*_units.py)
+
 lint: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 image:
 	@bash sandboxes/image/build.sh

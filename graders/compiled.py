@@ -29,6 +29,7 @@ def _built(then: Callable[[ProgramRun, Build], Awaitable[Outcome]]) -> Runner:
     """A runner that compiles the program first (cached): a failed build is the outcome, without running."""
 
     async def runner(run: ProgramRun) -> Outcome:
+        assert run.builder is not None, "compiled languages need the caller's Builder"
         build = await run.builder.build(run.language, run.code, run.compile_timeout_s)
         if not build.ok:
             return compile_failure(build, run.case_names)
@@ -66,6 +67,7 @@ async def _judge_function(run: ProgramRun, build: Build) -> Outcome:
 
 
 async def _rust_test(run: ProgramRun) -> Outcome:
+    assert run.builder is not None, "compiled languages need the caller's Builder"
     return await run_rust_tests(run.pool, run.builder, run.code, run.tests, run.limits, run.compile_timeout_s)
 
 

@@ -21,7 +21,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from sandboxes import Job, Limits, SandboxPool, Status
+from sandboxes import Job, Limits, Status
+from sandboxes.builds import JobRunner
 
 from .efficiency import FULL, TESTS, EfficiencyReport, Runs, against_limits, against_reference
 
@@ -70,7 +71,7 @@ def workload_of(tests: Any) -> Workload:
 
 
 class EfficiencyGrader:
-    def __init__(self, pool: SandboxPool, rounds: int | None = None, cache_size: int = 4096) -> None:
+    def __init__(self, pool: JobRunner, rounds: int | None = None, cache_size: int = 4096) -> None:
         self.pool = pool
         self.rounds = rounds or DEFAULT_ROUNDS
         self.calibration: OrderedDict[str, float] = OrderedDict()  # workload key -> reference CPU ms
@@ -101,6 +102,7 @@ class EfficiencyGrader:
             drift = self._drift(key, runs.cpu("reference"))
             if not drift:
                 break
+        assert runs is not None  # the loop returned otherwise
         if drift:
             self._calibrate(key, min(runs.cpu("reference")), replace=True)
             return EfficiencyReport(None, reason=f"reference cost drifted, measured twice: {drift}")

@@ -28,10 +28,12 @@ import base64
 import binascii
 import bz2
 import codecs
+import functools
 import lzma
 import re
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 from sandboxes.languages import LANGUAGES
 
@@ -211,7 +213,7 @@ class _Scanner:
 
     # -- constant folding of payloads: what decode-and-exec programs build their code from
 
-    def fold(self, node: ast.AST, env: dict | None = None) -> object:
+    def fold(self, node: ast.AST, env: dict | None = None) -> Any:  # any value; misuse raises inside _checked
         env = env or {}
         if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes | int | float | type(None)):
             return node.value
@@ -269,7 +271,7 @@ class _Scanner:
             fn, items = DECODERS.get(self.dotted(node.args[0])), self.fold(node.args[1], env)
             if fn is None or not isinstance(items, list | str | bytes):
                 raise NotConstant
-            return [_checked(lambda x=x: fn(x)) for x in items]
+            return [_checked(functools.partial(fn, x)) for x in items]
         args = [self.fold(a, env) for a in node.args]
         kwargs = {k.arg: self.fold(k.value, env) for k in node.keywords if k.arg}
         if isinstance(node.func, ast.Attribute) and self.dotted(node.func) not in DECODERS:
@@ -325,16 +327,16 @@ def _bounded_decompress(factory: Callable[[], object]) -> Callable[[bytes], byte
     return run
 
 
-def _bytes(x: object = b"", *args: object) -> bytes:
+def _bytes(x: Any = b"", *args: Any) -> bytes:
     if isinstance(x, int):  # bytes(10**9): a size, not data
         raise ValueError("not a payload")
-    return bytes(x, *args)  # type: ignore[arg-type]
+    return bytes(x, *args)
 
 
-def _codecs_decode(data: object, encoding: str = "utf-8", errors: str = "strict") -> object:
+def _codecs_decode(data: Any, encoding: str = "utf-8", errors: str = "strict") -> object:
     if str(encoding).lower().replace("-", "_") in {"zlib", "zlib_codec", "zip", "bz2", "bz2_codec"}:
         raise ValueError("compressed codecs are folded through their modules")
-    return codecs.decode(data, encoding, errors)  # type: ignore[arg-type]
+    return codecs.decode(data, encoding, errors)
 
 
 DECODERS: dict[str, Callable[..., object]] = {

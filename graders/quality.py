@@ -25,7 +25,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandboxes import Job, Limits, SandboxPool, Status
+from sandboxes import Job, Limits, Status
+from sandboxes.builds import JobRunner
 
 from . import pyast
 
@@ -69,7 +70,7 @@ def combine(pylint_score: float, maintainability_index: float) -> float:
 
 
 class QualityGrader:
-    def __init__(self, pool: SandboxPool, cache_size: int = 4096) -> None:
+    def __init__(self, pool: JobRunner, cache_size: int = 4096) -> None:
         self.pool = pool
         self.cache: OrderedDict[str, QualityReport] = OrderedDict()
         self.cache_size = cache_size

@@ -18,7 +18,8 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sandboxes import Job, Limits, Result, SandboxPool, Status
+from sandboxes import Job, Limits, Result, Status
+from sandboxes.builds import JobRunner
 
 from .flags import python_flags
 from .outcome import Outcome, Verdict
@@ -43,7 +44,7 @@ class RepoGrader:
     repo_workspace.py): a snapshot travels with the job until every sandbox of the pool holds it, then by id only;
     a sandbox that lacks it anyway (replaced meanwhile) answers repo_missing and gets it with a second try."""
 
-    def __init__(self, pool: SandboxPool, fetch: Fetch) -> None:
+    def __init__(self, pool: JobRunner, fetch: Fetch) -> None:
         self.pool, self.fetch = pool, fetch
         self.holders: dict[str, set[str]] = {}  # repo id -> sandboxes known to hold it
 
@@ -58,7 +59,7 @@ class RepoGrader:
         holders = self.holders.setdefault(repo_id, set())
         sent = len(holders) < self.pool.size
         result = await self._run(job, repo_id, limits, sent)
-        if _missing(result):
+        if isinstance(result, Result) and _missing(result):
             holders.discard(result.sandbox_id)
             result, sent = await self._run(job, repo_id, limits, True), True
         if isinstance(result, Outcome):
@@ -94,9 +95,10 @@ def outcome_from(result: Result, fail_to_pass: list[str], pass_to_pass: list[str
         return Outcome("infra_error", message=result.error or "the repo job gave no verdict")
     listed = list(dict.fromkeys(fail_to_pass + pass_to_pass))
     patch = event.get("patch") or {}
-    details = {"patch": {"applied": bool(patch.get("ok")), "message": str(patch.get("message", ""))[:2000]},
-               **{k: event.get(k) for k in ("changed", "deleted", "restored", "collected", "collect_errors",
-                                            "timings") if k in event}}
+    details: dict[str, Any] = {
+        "patch": {"applied": bool(patch.get("ok")), "message": str(patch.get("message", ""))[:2000]},
+        **{k: event.get(k) for k in ("changed", "deleted", "restored", "collected", "collect_errors", "timings")
+           if k in event}}
     if not patch.get("ok"):
         verdicts = [Verdict(n, False, "not_run", "the change does not apply") for n in listed]
         outcome = Outcome("patch_error", verdicts=verdicts, message=details["patch"]["message"])

@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sandboxes import Limits, SandboxPool
-from sandboxes.builds import Builder
+from sandboxes import Limits
+from sandboxes.builds import Builder, JobRunner
 from sandboxes.languages import Language
 
 from .outcome import Outcome
@@ -19,7 +19,7 @@ from .outcome import Outcome
 
 @dataclass(frozen=True)
 class ProgramRun:
-    pool: SandboxPool  # or anything that runs a Job as a pool does (the item's budget, the fair pool)
+    pool: JobRunner  # a pool, or anything that runs a Job as a pool does (the item's budget, the fair pool)
     language: Language
     code: str
     tests: Any  # a service.models test spec, or None: run the program once

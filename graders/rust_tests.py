@@ -35,8 +35,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from sandboxes import Limits, SandboxPool, Status
-from sandboxes.builds import Builder
+from sandboxes import Limits, Status
+from sandboxes.builds import Builder, JobRunner
 from sandboxes.languages import LANGUAGES, OUT, RUN_BINARY
 
 from .outcome import Outcome, Verdict
@@ -159,7 +159,7 @@ def test_paths(test_code: str) -> list[str]:
     return [f"{module.group(1)}::{n}" if module else n for n in names]
 
 
-async def run_rust_tests(pool: SandboxPool, builder: Builder, code: str, tests: Any, limits: Limits,
+async def run_rust_tests(pool: JobRunner, builder: Builder, code: str, tests: Any, limits: Limits,
                          compile_timeout_s: float) -> Outcome:
     lang = LANGUAGES["rust"]
     paths = test_paths(tests.test_code)

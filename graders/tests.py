@@ -10,9 +10,11 @@ step), the other languages' in graders/compiled.py.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
-from sandboxes import Job, Limits, Result, SandboxPool
+from sandboxes import Job, Limits, Result
+from sandboxes.builds import JobRunner
 from sandboxes.languages import LANGUAGES
 
 from . import compiled
@@ -26,7 +28,7 @@ def job_limits(timeout_s: float, memory_mb: int, max_item_s: float) -> Limits:
     return Limits(wall_s=timeout_s, total_s=max_item_s, cpu_s=max(timeout_s, 1.0), memory_mb=memory_mb)
 
 
-async def run_tests(pool: SandboxPool, code: str, tests: Any, limits: Limits, language: str = "python",
+async def run_tests(pool: JobRunner, code: str, tests: Any, limits: Limits, language: str = "python",
                     builder: Any = None, compile_timeout_s: float = 30.0, account: bool = False) -> Outcome:
     """tests: a service.models test spec (or None: just run the program once). Languages other than Python
     compile first (builder: a sandboxes.builds.Builder, whose cache the caller keeps). account (Python): the
@@ -75,11 +77,11 @@ async def _run_program(run: ProgramRun, stdin: str) -> Result:
                                   limits=run.limits, account=run.account))
 
 
-def _accounted(outcome: Outcome, results: list[Result]) -> Outcome:
+def _accounted(outcome: Outcome, results: Sequence[Result]) -> Outcome:
     """The stage's usage over its jobs (one per io case): CPU summed, peak memory the largest, as measure.py sums
     the cases of one measured run. Absent unless every job was accounted."""
-    usages = [r.usage for r in results]
-    if usages and all(u is not None for u in usages):
+    usages = [r.usage for r in results if r.usage is not None]
+    if usages and len(usages) == len(results):
         outcome.usage = {"cpu_ms": sum(u["cpu_ms"] for u in usages),
                          "peak_memory_kb": max(u["peak_memory_kb"] for u in usages),
                          "complete": all(u["complete"] for u in usages)}

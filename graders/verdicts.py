@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from sandboxes import Result, Status
@@ -71,7 +72,8 @@ def from_judge(result: Result, entry_point: str | None) -> Outcome:
         if load.get("stage") == "parse":
             outcome.status, outcome.message = "syntax_error", load.get("error", "")
         else:
-            outcome.status = _program_status(result) or {"timeout": "timeout"}.get(load.get("status"), "runtime_error")
+            timed_out = load.get("status") == "timeout"
+            outcome.status = _program_status(result) or ("timeout" if timed_out else "runtime_error")
             outcome.message = load.get("error", "")
         return execution(outcome, result)
     outcome.executable = _defined(entry_point, load.get("names") or {})
@@ -118,7 +120,7 @@ def _is_syntax_error(result: Result) -> bool:
     return result.status == Status.RUNTIME_ERROR and last[0].startswith(SYNTAX_ERRORS)
 
 
-def from_runs(runs: list[Result], expected: list[str] | None, compare: Any) -> Outcome:
+def from_runs(runs: Sequence[Result], expected: list[str] | None, compare: Any) -> Outcome:
     """One run per io case (or a single run without tests)."""
     if any(r.status == Status.SANDBOX_ERROR for r in runs):
         bad = next(r for r in runs if r.status == Status.SANDBOX_ERROR)

@@ -65,7 +65,7 @@ class _Policy:
                  retries: int = 5, backoff: float = 0.5, max_retry_after_s: float = MAX_RETRY_AFTER_S) -> None:
         self.base_url = base_url or os.environ.get("REWARDBOX_URL", "http://127.0.0.1:8000")
         self.retries, self.backoff, self.max_retry_after_s = retries, backoff, max_retry_after_s
-        self._http_options = {"base_url": self.base_url, "timeout": timeout, "headers": _headers(token)}
+        self._http_options: dict[str, Any] = {"base_url": self.base_url, "timeout": timeout, "headers": _headers(token)}
 
     def delay(self, response: httpx.Response | None, attempt: int) -> float:
         """Retry-After when the service says it (capped), else exponential back-off (capped)."""

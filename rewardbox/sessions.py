@@ -156,6 +156,7 @@ class RepoEnv:
         if name == "submit" or self.steps >= self.max_steps:
             obs = "" if name == "submit" else run_tool(self.session, name, args)
             reward = self.reward()
+            assert self.result is not None  # reward() recorded it
             return obs + f"submitted: {self.result.get('status')}", reward if reward is not None else 0.0, True, {
                 "result": self.result}
         return run_tool(self.session, name, args), 0.0, False, {}

@@ -54,7 +54,7 @@ class RunnerConnection:
             reader = asyncio.StreamReader(limit=MAX_FRAME, loop=loop)
             protocol = _Protocol(reader, conn._hung_up)
             try:
-                transport, _ = await loop.create_unix_connection(lambda p=protocol: p, path)
+                transport, _ = await loop.create_unix_connection(lambda: protocol, path)  # noqa: B023 - called in this await
                 break
             except (FileNotFoundError, ConnectionRefusedError):
                 if loop.time() > deadline:

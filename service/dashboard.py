@@ -86,7 +86,8 @@ def _from_records(records: list[dict]) -> dict:
         if r["reward"] is not None:
             bins[round(r["reward"], 1)] = bins.get(round(r["reward"], 1), 0) + 1
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    slowest = sorted((r for r in records if tests_ms(r) is not None), key=tests_ms, reverse=True)[:10]
+    slowest = sorted((r for r in records if tests_ms(r) is not None), key=lambda r: tests_ms(r) or 0.0,
+                     reverse=True)[:10]
     failed = [r for r in records if r["status"] != "passed"][:10]
     return {
         "throughput": [{"t": m, "count": len(rs), "tests_ms": _mean([tests_ms(r) for r in rs]),

@@ -41,7 +41,7 @@ async def score_holding(executor: Executor, items: list[RewardItem | Any]) -> li
             for i, result in zip(pending, scored, strict=True):
                 results[i] = result
             retrying = True
-            pending = [i for i in pending if results[i].status == "infra_error"]
+            pending = [i for i, result in zip(pending, scored, strict=True) if result.status == "infra_error"]
             if not pending or time.monotonic() + delay > deadline:
                 return results  # type: ignore[return-value]
         await asyncio.sleep(delay)

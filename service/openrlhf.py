@@ -104,18 +104,19 @@ async def get_reward(req: GetRewardRequest, request: Request) -> JSONResponse:
             raise InvalidRequest([Problem(("labels", i), str(e), "label")]) from None
     present = [(i, item) for i, item in enumerate(items) if item is not None]
     scored = await score_holding(request.app.state.executor, [item for _, item in present]) if present else []
-    for (i, _), r in zip(present, scored, strict=True):
-        if r.status == "invalid_input":
+    for (i, _), res in zip(present, scored, strict=True):
+        if res.status == "invalid_input":
             raise InvalidRequest([Problem(("labels", i, *e["loc"]), e["msg"], e["type"])
-                                  for e in r.details.get("invalid", [])] or [Problem(("labels", i), r.message)])
+                                  for e in res.details.get("invalid", [])] or [Problem(("labels", i), res.message)])
     by_index = {i: r for (i, _), r in zip(present, scored, strict=True)}
     results = [by_index.get(i) for i in range(n)]
     bad = next((r for r in results if r is not None and r.status == "infra_error"), None)
     if bad is not None:
         return JSONResponse({"detail": f"reward service fault: {bad.message}"}, status_code=503,
                             headers={"Retry-After": "1"})
-    rewards, scores = [], []
-    logs: dict[str, list[float]] = {c: [] for c in COMPONENTS} | {"no_code": []}
+    rewards: list[float] = []
+    scores: list[float] = []
+    logs: dict[str, list[float]] = {c: [] for c in [*COMPONENTS, "no_code"]}
     for r, label in zip(results, labels, strict=True):
         if r is None:
             rewards.append(no_code_reward(_profile_of(label)))
@@ -123,6 +124,7 @@ async def get_reward(req: GetRewardRequest, request: Request) -> JSONResponse:
             logs["no_code"].append(1.0)
             components: dict[str, float | None] = {"executability": 0.0, "pass_rate": 0.0}
         else:
+            assert r.reward is not None  # only infra_error and invalid_input have none, answered above
             rewards.append(float(r.reward))
             scores.append(float(r.components.get("pass_rate") or 0.0))
             logs["no_code"].append(0.0)

@@ -51,7 +51,8 @@ class RedisExecutor:
         self.store = None if settings.db == "off" else RedisRolloutStore(
             settings.redis_url, settings.redis_prefix, settings.redis_retention)
         self.key_versions = code_versions()
-        self.image_id, self.versions = "", {}
+        self.image_id = ""
+        self.versions: dict[str, str] = {}
         self.builder = Builder(self)
         self._waiting: dict[str, list[asyncio.Future[dict]]] = {}
         self._early: dict[str, tuple[float, dict]] = {}  # replies that came before their waiter registered
@@ -102,7 +103,7 @@ class RedisExecutor:
         with await self._reserve(estimate) as ticket:
             parsed = await checked(items, self.settings, self.key_versions)
             good = [(i, c) for i, c in enumerate(parsed) if isinstance(c.item, RewardItem)]
-            valid = [(i, c.item) for i, c in good]
+            valid = [(i, c.item) for i, c in good if isinstance(c.item, RewardItem)]  # as good, for the checker
             answers = await self._submit(
                 [{"kind": "score", "item": c.dump} for _, c in good], [c.key if use_cache else "" for _, c in good],
                 [item_work(c.item) for _, c in good], use_cache, deadline_s, ticket) if good else []

@@ -7,6 +7,7 @@ replay, whose callers wait on it anyway."""
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -78,7 +79,7 @@ class RedisRolloutStore:
     def export(self, **filters: Any) -> Iterator[dict[str, Any]]:
         return export_pages(self.list, **filters)
 
-    def recent(self, count: int) -> list[dict[str, Any]]:
+    def recent(self, count: int) -> builtins.list[dict[str, Any]]:  # builtins: `list` is a method here
         """The newest `count` rollouts (the dashboard's window)."""
         ids = self.client.zrevrange(f"{self.prefix}:rollouts", 0, count - 1)
         return [r for i in range(0, len(ids), PAGE) for r in self._load(ids[i:i + PAGE])]
@@ -92,7 +93,7 @@ class RedisRolloutStore:
         self.client.ltrim(f"{self.prefix}:runs", 0, 9999)
         return run_id
 
-    def runs(self, limit: int = 100) -> list[dict[str, Any]]:
+    def runs(self, limit: int = 100) -> builtins.list[dict[str, Any]]:
         return [json.loads(r) for r in self.client.lrange(f"{self.prefix}:runs", 0, limit - 1)]
 
     def close(self) -> None:

@@ -102,6 +102,7 @@ def _diff(old: dict[str, bytes], new: dict[str, bytes]) -> str:
     from sandboxes.backends.base import RUNNER_DIR
 
     spec = importlib.util.spec_from_file_location("rewardbox_repo_diff", RUNNER_DIR / "repo_diff.py")
+    assert spec is not None and spec.loader is not None  # a path ending in .py always has a source loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.unified_diff(old, new)
@@ -196,7 +197,8 @@ def build(per_repo: int, seed: int, tries: int = 40) -> list[dict[str, Any]]:
         files = sdist_files(name)
         candidates = [c for path in sdist.sources for c in _candidates(files[path].decode(), path)]
         rng.shuffle(candidates)
-        found, seen_lines, baselines = [], set(), {}
+        found: list[dict[str, Any]] = []
+        seen_lines, baselines = set(), {}
         for cand in candidates[:tries]:
             if len(found) >= per_repo or (cand["path"], cand["line"]) in seen_lines:
                 continue

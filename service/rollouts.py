@@ -49,8 +49,9 @@ async def list_rollouts(request: Request, status: str | None = None, failed: boo
     return {"rollouts": [{k: r[k] for k in SUMMARY} for r in items], "next_cursor": next_cursor}
 
 
-EXPORT_DOC = {200: {"description": "one rollout (as GET /rollouts/{id} returns it) per line, newest first",
-                    "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}}
+EXPORT_DOC: dict[int | str, dict[str, Any]] = {
+    200: {"description": "one rollout (as GET /rollouts/{id} returns it) per line, newest first",
+          "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}}
 
 
 @router.get("/rollouts/export", response_class=StreamingResponse, responses={**EXPORT_DOC, **ERRORS(404, 422)})

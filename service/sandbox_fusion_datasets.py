@@ -307,7 +307,7 @@ async def submit(body: SubmitRequest, request: Request) -> EvalResult:
         raise HTTPException(400, detail=f"problem {body.id!r} cannot be scored: {result.message}")
     compiled = not LANGUAGES[item.language].in_process  # it has a compile step
     return EvalResult(id=body.id, accepted=result.status == "passed", extracted_code=extracted, full_code=item.code,
-                      test_code=item.tests.test_code if item.tests is not None else None, extracted_type=kind,
+                      test_code=getattr(item.tests, "test_code", None), extracted_type=kind,
                       tests=[EvalTestCase(passed=result.status == "passed", exec_info=_exec_info(result, compiled))],
                       extra={"rewardbox": {"status": result.status, "rollout_id": result.rollout_id,
                                            "message": result.message,

@@ -71,6 +71,7 @@ class Scorer:
         budget = ItemBudget(self.pool, self.settings.max_item_s)
         if item.repo is not None:  # a repo item: the repository's own tests; no lint, no efficiency
             needed -= {"quality", "efficiency"}
+            assert item.repo.id is not None  # validation's check_repo stored an inline archive under its id
             tests_task = self.repo.grade(item.repo.id, item.patch, item.files, item.tests, limits)
         else:
             # Efficiency without a reference reads the tests stage's own accounting (efficiency_measure.py).

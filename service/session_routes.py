@@ -71,6 +71,7 @@ async def create_session(body: CreateSession, request: Request) -> dict[str, Any
     if problem is not None:
         raise InvalidRequest([problem])
     try:
+        assert body.repo.id is not None  # check_repo stored an inline archive under its id
         session = await manager.create(body.repo.id, body.ttl_s, body.limits)
     except PathError as e:
         raise InvalidRequest([Problem(("repo", "id"), str(e), "repo_not_stored")]) from None

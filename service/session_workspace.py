@@ -25,6 +25,7 @@ from .repo_models import safe_path
 
 # The in-sandbox diff maker, so that a session's diff is built exactly as the benchmark's gold patches are.
 _spec = importlib.util.spec_from_file_location("rewardbox_repo_diff", RUNNER_DIR / "repo_diff.py")
+assert _spec is not None and _spec.loader is not None  # a path ending in .py always has a source loader
 repo_diff = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(repo_diff)
 NotText = repo_diff.NotText

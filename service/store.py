@@ -5,6 +5,7 @@ that posts its batch again gets what was already scored from here instead of run
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 import time
@@ -119,7 +120,8 @@ class RolloutStore:
 
     def _where(self, status: str | None, failed: bool, language: str | None, since: float | None,
                cursor: int | None) -> tuple[str, list[Any]]:
-        clauses, args = [], []
+        clauses: list[str] = []
+        args: list[Any] = []
         if status:
             clauses.append("status = ?")
             args.append(status)
@@ -160,9 +162,9 @@ class RolloutStore:
         """A benchmark run (`rewardbox bench`), kept so that runs can be compared side by side."""
         cur = self.db.execute("INSERT INTO runs (created_at, name, summary) VALUES (?, ?, ?)",
                               (time.time(), name, json.dumps(summary)))
-        return int(cur.lastrowid)
+        return int(cur.lastrowid or 0)  # set by every INSERT
 
-    def runs(self, limit: int = 100) -> list[dict[str, Any]]:
+    def runs(self, limit: int = 100) -> builtins.list[dict[str, Any]]:  # builtins: `list` is a method here
         rows = self.db.execute("SELECT seq, created_at, name, summary FROM runs ORDER BY seq DESC LIMIT ?", (limit,))
         return [{"id": seq, "created_at": at, "name": name, "summary": json.loads(summary)}
                 for seq, at, name, summary in rows.fetchall()]

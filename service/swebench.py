@@ -60,7 +60,9 @@ def archive_files(archive: bytes) -> dict[str, bytes]:
     with tarfile.open(fileobj=io.BytesIO(normalized.data), mode="r:gz") as tar:
         for member in tar:
             if member.isreg():
-                files[member.name] = tar.extractfile(member).read()
+                data = tar.extractfile(member)
+                assert data is not None  # a regular member always has its data
+                files[member.name] = data.read()
     return files
 
 

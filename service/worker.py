@@ -19,6 +19,7 @@ import signal
 import socket
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -30,7 +31,7 @@ from sandboxes.image import use_cache_dir
 from .cache import cache_key, cacheable_status, code_versions
 from .config import Settings, sandbox_pool
 from .fair import ITEMS, RUNS, item_scope, request_scope
-from .models import RewardItem
+from .models import ItemResult, RewardItem
 from .redis_queue import DOWN, GROUP, HEARTBEAT_S, Queue, job_from_wire, not_started_payload
 from .redis_store import rollout_record
 from .repos import repo_store
@@ -296,7 +297,7 @@ class Worker:
             pass
 
 
-async def _api_grades(items: list) -> list:
+async def _api_grades(items: Sequence[RewardItem]) -> list[ItemResult]:
     raise RuntimeError("session rewards are graded by the API process (service/session_rpc.py)")
 
 

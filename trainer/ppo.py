@@ -93,7 +93,7 @@ class Config:
 
 
 def load_model(path: str, device: torch.device) -> PreTrainedModel:
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True).to(device)
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True).to(device)  # type: ignore[arg-type]  # transformers types .to() for a model, not a device
     model.eval()  # dropout off for good: PPO's ratio must compare the same function before and after a step
     return model
 
@@ -108,7 +108,7 @@ def load_policy(cfg: Config, device: torch.device) -> tuple[PreTrainedModel, Pre
     from trainer.tiny import warm_started
 
     policy, tokenizer = warm_started(seed=cfg.seed, sft_steps=cfg.tiny_sft_steps)
-    return policy.to(device), tokenizer
+    return policy.to(device), tokenizer  # type: ignore[arg-type]  # transformers types .to() for a model, not a device
 
 
 def autocast(device: torch.device) -> contextlib.AbstractContextManager:
@@ -144,14 +144,14 @@ def sample(policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts:
                                 max_new_tokens=cfg.max_new_tokens, eos_token_id=tokenizer.eos_token_id,
                                 pad_token_id=tokenizer.pad_token_id)
     with autocast(device):
-        out = policy.generate(**enc, generation_config=settings)
+        out = policy.generate(**enc, generation_config=settings)  # type: ignore[operator]  # transformers' annotations make .generate a Tensor
     n_prompt = enc["input_ids"].shape[1]
     completion = out[:, n_prompt:]
     is_eos = (completion == tokenizer.eos_token_id).int()
     mask = (is_eos.cumsum(1) - is_eos) == 0  # nothing after the first end-of-text
     texts = [tokenizer.decode(ids[m], skip_special_tokens=True) for ids, m in zip(completion, mask, strict=True)]
     attention = torch.cat([enc["attention_mask"], mask.long()], dim=1)
-    return Rollouts(out, attention, mask.float(), n_prompt, texts)
+    return Rollouts(out, attention, mask.float(), n_prompt, texts)  # type: ignore[arg-type]  # decode of one sequence is a str
 
 
 def log_distributions(model: PreTrainedModel, r: Rollouts, temperature: float,
@@ -294,7 +294,7 @@ def train(cfg: Config, policy: PreTrainedModel | None = None, tokenizer: PreTrai
     device = resolve_device(cfg.device)
     if policy is None or tokenizer is None:
         policy, tokenizer = load_policy(cfg, device)
-    policy = policy.to(device).eval()
+    policy = policy.to(device).eval()  # type: ignore[arg-type]  # transformers types .to() for a model, not a device
     reference = copy.deepcopy(policy).requires_grad_(False)  # frozen: the KL anchor
     teacher = load_model(cfg.teacher, device).requires_grad_(False) if cfg.teacher else None
     tasks: list[Task] = load_tasks(cfg.tasks) if cfg.tasks else named_function_tasks()

@@ -17,6 +17,10 @@ import types
 import codec
 import wire
 
+TYPE_CHECKING = False  # for the checker only: the code run in the sandbox never imports typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
+
 REQ_FD, REP_FD = 3, 4
 
 
@@ -69,7 +73,7 @@ def serve(code: str, module_name: str) -> None:
             _send(_answer(module, req))
 
 
-def _resolve(module: types.ModuleType, name: str) -> object:
+def _resolve(module: types.ModuleType, name: str) -> Any:
     """`f` is a module attribute; `Solution.f` is a method of a fresh Solution() (LeetCode style)."""
     head, _, rest = name.partition(".")
     obj = module.__dict__[head]

@@ -16,6 +16,10 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 
+TYPE_CHECKING = False  # for the checker only: the code run in the sandbox never imports typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
+
 MAX_DEPTH = 200
 MAX_ITEMS = 1_000_000
 DECIMAL_DIGITS = 4000  # below the interpreter's default int/str conversion limit (4,300 digits)
@@ -36,7 +40,7 @@ def encode(value: object, ref: Callable[[object], str | None] | None = None) -> 
     return _enc(value, 0, budget, ref)
 
 
-def _enc(v: object, depth: int, budget: list[int], ref) -> object:
+def _enc(v: Any, depth: int, budget: list[int], ref) -> object:  # Any: dispatched on its exact type below
     if depth > MAX_DEPTH:
         raise TooLarge("value nested too deeply")
     budget[0] -= 1
@@ -60,7 +64,7 @@ def _enc(v: object, depth: int, budget: list[int], ref) -> object:
     if t is complex:
         return ["c", repr(v.real), repr(v.imag)]
     if t is list or t is tuple or t is set or t is frozenset:
-        tag = {list: "l", tuple: "t", set: "S", frozenset: "F"}[t]
+        tag = _TAGS[t]
         return [tag, [_enc(x, depth + 1, budget, ref) for x in v]]
     if t is dict:
         return ["d", [[_enc(k, depth + 1, budget, ref), _enc(x, depth + 1, budget, ref)] for k, x in v.items()]]
@@ -70,7 +74,8 @@ def _enc(v: object, depth: int, budget: list[int], ref) -> object:
     raise Unencodable(f"{t.__module__}.{t.__qualname__} is not plain data")
 
 
-_CONTAINERS = {"l": list, "t": tuple, "S": set, "F": frozenset}
+_CONTAINERS: dict[str, type] = {"l": list, "t": tuple, "S": set, "F": frozenset}
+_TAGS = {container: tag for tag, container in _CONTAINERS.items()}
 
 
 def decode(obj: object, resolve: Callable[[str], object] | None = None) -> object:

@@ -46,6 +46,10 @@ import types
 import codec
 import wire
 
+TYPE_CHECKING = False  # for the checker only: the code run in the sandbox never imports typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
 MESSAGE_CAP = 300
 BUILTIN_NAMES = frozenset(dir(builtins))
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -312,7 +316,7 @@ class StandIn:
     def __enter__(self) -> StandIn:
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         return False
 
 
@@ -394,7 +398,8 @@ def _parse(source: str, what: str) -> ast.Module:
 
 def _names_read_and_bound(tree: ast.AST) -> tuple[set[str], set[str]]:
     """(names the test code reads, names it binds itself: assignments, defs, imports, parameters, ...)."""
-    read, bound = set(), set()
+    read: set[str] = set()
+    bound: set[str] = set()
     for n in ast.walk(tree):
         if isinstance(n, ast.Name):
             (read if isinstance(n.ctx, ast.Load) else bound).add(n.id)
@@ -556,7 +561,7 @@ def _callable_name(entry: str, names: dict) -> str:
     return f"Solution.{entry}"
 
 
-def _jsonish(v: object) -> object:
+def _jsonish(v: Any) -> object:
     """Tuples become lists: JSON test specs cannot express tuples."""
     if type(v) in (list, tuple):
         return [_jsonish(x) for x in v]
@@ -565,7 +570,7 @@ def _jsonish(v: object) -> object:
     return v
 
 
-def values_match(got: object, expected: object, tol: float | None) -> bool:
+def values_match(got: Any, expected: Any, tol: float | None) -> bool:
     """Exact, except floats within float_tol when one is given. An expected int is never compared with a
     tolerance (a count off by 89 in 123,456,789 is wrong, whatever float_tol says)."""
     if type(expected) is bool or type(got) is bool:
@@ -655,9 +660,9 @@ def judge_pytest(spec: dict, chan: Channel, rep: Reporter, load: dict) -> None:
         # only the names the file reads and does not bind itself, never a builtin's double.
         visible = sorted((asked | set(star_names)) & set(load["names"]))
         _bind(chan, load["names"], visible, lambda n, v: setattr(module, n, v))
-        module.__all__ = [n for n in star_names if hasattr(module, n)]
+        module.__dict__["__all__"] = [n for n in star_names if hasattr(module, n)]
     else:
-        module.__all__ = []
+        module.__dict__["__all__"] = []
     sys.modules["solution"] = module
     load_error = None if load["ok"] else "program did not load: " + load.get("error", "")
 
@@ -720,7 +725,7 @@ def _collect_against_stand_in(args: list[str], star_names: list[str]) -> list[st
     import pytest
 
     stand_in = StandInModule("solution")
-    stand_in.__all__ = list(star_names)
+    stand_in.__dict__["__all__"] = list(star_names)
     for name in star_names:
         setattr(stand_in, name, StandIn())
     sys.modules["solution"] = stand_in

@@ -95,7 +95,7 @@ def _measure_one(runner, program: dict, point: dict, limits: dict) -> dict | Non
     if "judge" in point:
         res = runner.judge_job({"candidate": program, "judge": point["judge"]}, limits)
         cases = [e for e in res.get("events", []) if e.get("event") == "case"]
-        load = next((e for e in res.get("events", []) if e.get("event") == "load"), {})
+        load: dict = next((e for e in res.get("events", []) if e.get("event") == "load"), {})
         passed = bool(cases) and bool(load.get("ok")) and all(c.get("passed") for c in cases)
         digests = [str(e.get("digest")) for e in res.get("events", []) if e.get("event") == "digest"]
         cpu, status = res.get("cpu_ms", 0.0), res.get("status")

@@ -398,7 +398,7 @@ class Frames:
                 self.tampered = "the reporter's final count disagrees with the verdicts it sent"
             self.finished = True
             self.exitstatus = frame.get("exitstatus") if type(frame.get("exitstatus")) is int else None
-            reported = frame.get("timings") if type(frame.get("timings")) is dict else {}
+            reported = frame["timings"] if type(frame.get("timings")) is dict else {}
             self.timings = {str(k): v for k, v in reported.items() if type(v) in (int, float)}
         else:
             self.tampered = f"an unexpected frame {str(kind)[:50]!r} on the report channel"

@@ -183,11 +183,11 @@ class Guard:
         self.meta_path: list[int] = []
         self.path_hooks: list[int] = []
         self.gc_callbacks: list[object] = []
-        self.sealed: dict[str, tuple[object, object, type]] = {}
+        self.sealed: dict[str, tuple[object, object, type[pytest.Item]]] = {}
         self.callers: tuple = ()
         self.hookimpls: tuple = ()
         self.plugins: set[int] = set()
-        self.pm: object = None
+        self.pm: pluggy.PluginManager | None = None
 
     def record(self) -> None:
         """Every watched module not recorded yet, its classes, and the builtins."""
@@ -435,7 +435,8 @@ class TrustedReporter:
         if problem:
             self.bad.setdefault(item.nodeid, f"harness tampering: {problem}")
         if isinstance(item, _pytest.unittest.TestCaseFunction):
-            item.addSuccess = lambda testcase, nodeid=item.nodeid: self.evidence.add(nodeid)
+            # pytest's own method, replaced on this one item on purpose: unittest's success is our evidence
+            item.addSuccess = lambda testcase, nodeid=item.nodeid: self.evidence.add(nodeid)  # type: ignore[method-assign,misc]
         try:
             result = yield
         finally:

@@ -48,6 +48,7 @@ import stat
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
@@ -198,7 +199,7 @@ def _run_python_main(code: str, filename: str) -> None:
     sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
     main = type(sys)("__main__")
     main.__file__ = os.path.join(os.getcwd(), filename)
-    main.__builtins__ = builtins
+    main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
     code_status = 0
     try:
@@ -232,7 +233,7 @@ def _exit_code(e: SystemExit) -> int:
 # ---------------------------------------------------------------------------------------------- zygote
 
 
-def write_payload(obj: object) -> int:
+def write_payload(obj: dict) -> int:
     """A job's own data in an anonymous file, for the forked child to read (the zygote only passes it on).
 
     marshal, not JSON: the child decodes it in memory it shares with the zygote until written, and marshal's
@@ -416,7 +417,7 @@ class Zygote:
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def send(self, req: dict, fds: list[int] = ()) -> int:
+    def send(self, req: dict, fds: Sequence[int] = ()) -> int:
         self.next_id += 1
         try:
             wire.send(self.sock, {**req, "id": self.next_id}, list(fds))
@@ -621,7 +622,7 @@ class Runner:
 
     # -- jobs
 
-    def handle(self, conn: socket.socket, msg: dict) -> dict:
+    def handle(self, conn: socket.socket | None, msg: dict) -> dict:
         op = msg.get("op")
         if op == "ping":
             return {"ok": True, "version": VERSION, "pid": os.getpid(), "jobs_done": self.jobs_done}
@@ -825,6 +826,7 @@ class Runner:
         elif judge_error:
             res["status"], res["error"] = self._judge_death(judge_error, status, oom_before)
         else:
+            assert done is not None  # the loop ends on a verdict, a timeout or a judge_error
             if done.get("spec_error"):
                 res["spec_error"] = done["spec_error"]
             if done.get("candidate_fault"):  # the program exhausted what it shares with the judge (judge.py)
@@ -934,7 +936,7 @@ class Proc:
             os.close(self.stdin_w)
             self.stdin_w = None
 
-    def pump(self, timeout: float, extra: list[int] = ()) -> list[int]:
+    def pump(self, timeout: float, extra: Sequence[int] = ()) -> list[int]:
         """Move data for up to timeout seconds; return the extra fds that became readable."""
         poller = select.poll()
         for fd in self.fds:
@@ -963,6 +965,7 @@ class Proc:
             self._close_stdin()
             return
         try:
+            assert self.stdin_w is not None  # polled for POLLOUT only while open
             n = os.write(self.stdin_w, self.stdin_data[:65536])
         except (BlockingIOError, BrokenPipeError):
             self._close_stdin()

@@ -24,6 +24,7 @@ it (advantage 0) with a warning; never a made-up zero.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import statistics
@@ -83,7 +84,7 @@ def reward_functions(client: Client | None = None, profile: str = "seed", tests_
             rows = [_fields(i, value) for i, value in enumerate(column)]
             scored = [i for i, fields in enumerate(rows) if fields is not None and fields.get("tests") is not None]
             results: list[dict | None] = [None] * len(rows)
-            items = [item(prompts[i], completions[i], rows[i]) for i in scored]
+            items = [item(prompts[i], completions[i], rows[i] or {}) for i in scored]  # scored rows are never None
             for i, result in zip(scored, retry.score(client, items, retry_budget_s), strict=True):
                 results[i] = result
             last["key"], last["results"] = key, results
@@ -101,8 +102,12 @@ def reward_functions(client: Client | None = None, profile: str = "seed", tests_
 
     funcs = [make("rewardbox_reward", lambda r: r["reward"])]
     if components:
-        funcs += [make(f"rewardbox_{c}", lambda r, c=c: r["components"].get(c)) for c in COMPONENTS]
+        funcs += [make(f"rewardbox_{c}", functools.partial(_component, c)) for c in COMPONENTS]
     return funcs
+
+
+def _component(name: str, result: dict[str, Any]) -> float | None:
+    return result["components"].get(name)
 
 
 def _log(results: list[dict | None], kwargs: dict[str, Any]) -> None:

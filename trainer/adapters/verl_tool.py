@@ -52,7 +52,7 @@ class _Trajectories:
 TRAJECTORIES = _Trajectories()
 
 
-class RewardboxSessionTool(BaseTool):  # type: ignore[misc,valid-type]
+class RewardboxSessionTool(BaseTool):
     def __init__(self, config: dict, tool_schema: Any = None) -> None:
         self.action = str(config.get("action") or (tool_schema.function.name if tool_schema else "bash"))
         if self.action not in ACTIONS:
