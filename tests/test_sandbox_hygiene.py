@@ -482,7 +482,7 @@ async def test_the_sandbox_shows_no_fact_of_the_host(pool: SandboxPool) -> None:
 OWNER = r"""
 import asyncio, json, os, sys, time
 sys.path.insert(0, sys.argv[1])
-from sandboxes import Job, SandboxPool, choose_backend
+from sandboxes import RunJob, SandboxPool, choose_backend
 from sandboxes.backends.base import socket_root
 
 async def main(backend, mode):
