@@ -225,25 +225,17 @@ def job_from_dict(raw: dict[str, Any]) -> Job:
     return kind(**{**values, "limits": Limits(**values.get("limits") or {})})
 
 
-def job_of(op: str, *, program: dict[str, Any] | None = None, repo: dict[str, Any] | None = None,
-           **given: Any) -> Job:
+def job_of(op: str, **given: Any) -> Job:
     """The compatibility path: the former ``Job(op, program=..., ...)`` call, building the typed job of ``op``.
     A lint job's ``program`` is ``{"code", "language", "roots"}``; a session job's ``repo`` is its session.
     Fields that op does not have are refused (TypeError), as the typed classes refuse them."""
-    if op == "lint":
-        lint = dict(program or {})
-        return LintJob(code=lint.get("code", ""), language=lint.get("language", "python"), roots=lint.get("roots"),
-                       **given)
-    if op == "session":
-        return SessionJob(session=repo or {}, **given)
-    if op == "repo":
-        return RepoJob(repo=repo or {}, **given)
-    if op == "run":
-        return RunJob(program=program or {}, **given)
-    if program is not None or repo is not None:
-        raise TypeError(f"a {op} job has no field {'program' if program is not None else 'repo'!r}")
     if op not in JOB_TYPES:
         raise ValueError(f"unknown op {op!r}")
+    if op == "lint" and "program" in given:
+        lint = given.pop("program") or {}
+        given.update(code=lint.get("code", ""), language=lint.get("language", "python"), roots=lint.get("roots"))
+    elif op == "session" and "repo" in given:
+        given["session"] = given.pop("repo") or {}
     return JOB_TYPES[op](**given)
 
 

@@ -28,7 +28,7 @@ from .errors import NotStarted, Overloaded, Unavailable
 from .executor import checked, invalid_result, too_big
 from .metrics import Metrics
 from .models import ItemResult, RewardItem
-from .redis_envelope import RunEnvelope, ScoreEnvelope
+from .redis_envelope import Envelope, RunEnvelope, ScoreEnvelope
 from .redis_queue import DOWN, Queue, Submission, connect, not_started_payload
 from .redis_scripts import Cached, Finished, Queued
 from .redis_store import RedisRolloutStore, rollout_record
@@ -231,7 +231,7 @@ class RedisExecutor:
                     log.warning("withdrawing job %s failed: %s", job_id, e)
         await asyncio.wait(pending, timeout=2 * self.settings.max_item_s + 30)
 
-    def _record_of(self, envelope: ScoreEnvelope | RunEnvelope, job_id: str) -> str:
+    def _record_of(self, envelope: Envelope, job_id: str) -> str:
         if not isinstance(envelope, ScoreEnvelope) or self.store is None:
             return ""
         return rollout_record(envelope.item, not_started_payload(envelope, job_id), self.image_id, self.versions)
