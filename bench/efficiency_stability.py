@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from graders.quality import LINT_LIMITS, QualityGrader  # noqa: E402
 from graders.tests import job_limits, run_tests  # noqa: E402
-from sandboxes import Job, SandboxPool, choose_backend  # noqa: E402
+from sandboxes import LintJob, SandboxPool, choose_backend  # noqa: E402
 from service.benchmark import humaneval_problems, humaneval_tests  # noqa: E402
 from service.config import Settings  # noqa: E402
 from service.models import RewardItem  # noqa: E402
@@ -100,7 +100,7 @@ async def quality_cost(pool: SandboxPool, n: int) -> dict[str, float]:
         cached.append((time.perf_counter() - t) * 1000)
     cpu = []  # the lint job's own CPU time (kernel accounting): what the wall time is made of on an idle machine
     for p in problems[n : 2 * n]:
-        res = await pool.run(Job("lint", program={"code": p["prompt"] + p["canonical_solution"]}, limits=LINT_LIMITS))
+        res = await pool.run(LintJob(code=p["prompt"] + p["canonical_solution"], limits=LINT_LIMITS))
         cpu.append(res.cpu_ms)
     return {"quality_cpu_ms_median": statistics.median(cpu), "quality_ms_median": statistics.median(cold),
             "quality_ms_p95": sorted(cold)[int(0.95 * len(cold)) - 1],

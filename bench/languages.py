@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from graders.tests import job_limits, run_tests  # noqa: E402
-from sandboxes import Job, SandboxPool, Status, choose_backend  # noqa: E402
+from sandboxes import RunJob, SandboxPool, Status, choose_backend  # noqa: E402
 from sandboxes.builds import Builder  # noqa: E402
 from sandboxes.languages import EXEC_LANGUAGES  # noqa: E402
 from service.models import IOTests  # noqa: E402
@@ -87,7 +87,7 @@ async def bench_language(pool: SandboxPool, builder: Builder, language: str, com
 async def python_baseline(pool: SandboxPool, runs: int) -> float:
     samples = []
     for _ in range(runs):
-        dt, result = await timed(pool.run(Job("run", program={"code": 'print("hello")'}, limits=LIMITS)))
+        dt, result = await timed(pool.run(RunJob(program={"code": 'print("hello")'}, limits=LIMITS)))
         assert result.status == Status.OK
         samples.append(dt)
     return ms(samples)

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sandboxes import Job, Limits, SandboxPool, choose_backend  # noqa: E402
+from sandboxes import Limits, RunJob, SandboxPool, choose_backend  # noqa: E402
 from service.benchmark import humaneval_problems  # noqa: E402
 
 IN_SANDBOX = r'''
@@ -73,8 +73,8 @@ async def main() -> None:
     programs = [[p["prompt"] + p["canonical_solution"], [p["entry_point"]]]
                 for p in list(humaneval_problems().values())[: a.n]]
     async with SandboxPool(choose_backend(a.backend), size=1, acquire_timeout_s=120) as pool:
-        result = await pool.run(Job("run", program={"code": IN_SANDBOX}, files={"programs.json": json.dumps(programs)},
-                                    limits=Limits(wall_s=300, total_s=300, cpu_s=300, memory_mb=2048)))
+        result = await pool.run(RunJob(program={"code": IN_SANDBOX}, files={"programs.json": json.dumps(programs)},
+                                       limits=Limits(wall_s=300, total_s=300, cpu_s=300, memory_mb=2048)))
     if result.status != "ok":
         print(f"the run job ended {result.status}: {result.error or ''}\n{result.stderr[-2000:]}")
         sys.exit(1)

@@ -5,7 +5,7 @@
     .venv/bin/python bench/sandbox_overhead.py --against /tmp/main   # also: another checkout, alternately
 
 Measured in the same run, all with the program `pass`:
-  pool[<backend>]   serial round trips of Job("run", {"code": "pass"}) through a warm SandboxPool (each backend
+  pool[<backend>]   serial round trips of RunJob(program={"code": "pass"}) through a warm SandboxPool (each backend
                     that is available), then throughput with os.cpu_count() jobs in flight; and serial round
                     trips of a judge job (candidate process + judge process, one function case)
   docker run        `docker run --rm <sandbox image> python3 -c pass` per job (a fresh container each time)
@@ -32,14 +32,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sandboxes import Job, Limits, SandboxPool, Status, choose_backend  # noqa: E402
+from sandboxes import Job, JudgeJob, Limits, RunJob, SandboxPool, Status, choose_backend  # noqa: E402
 from sandboxes.backends import bubblewrap_available, docker_available  # noqa: E402
 from sandboxes.image import image_name  # noqa: E402
 
-TRIVIAL = Job("run", program={"code": "pass"}, limits=Limits(wall_s=10, cpu_s=10))
-JUDGED = Job("judge", candidate={"code": "def f(x):\n    return x + 1\n", "module": "solution"},
-             judge={"kind": "function", "entry_point": "f", "cases": [{"args": [1], "expected": 2}]},
-             limits=Limits(wall_s=10, cpu_s=10))
+TRIVIAL = RunJob(program={"code": "pass"}, limits=Limits(wall_s=10, cpu_s=10))
+JUDGED = JudgeJob(candidate={"code": "def f(x):\n    return x + 1\n", "module": "solution"},
+                  judge={"kind": "function", "entry_point": "f", "cases": [{"args": [1], "expected": 2}]},
+                  limits=Limits(wall_s=10, cpu_s=10))
 WARMUP = 10
 
 

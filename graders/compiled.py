@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
-from sandboxes import Job, Result, Status
+from sandboxes import JudgeJob, Result, Status
 from sandboxes.builds import Build
 
 from .outcome import Outcome
@@ -60,7 +60,7 @@ async def _judge_function(run: ProgramRun, build: Build) -> Outcome:
     files = lang.run_files(run.code, build.files)
     candidate = {"program": {"argv": lang.judge_host_argv_for(limits.memory_mb)}, "files": files}
     spec = run.tests.model_dump(exclude_none=True)
-    result = await run.pool.run(Job("judge", candidate=candidate, judge=spec, limits=lang.run_limits(limits)))
+    result = await run.pool.run(JudgeJob(candidate=candidate, judge=spec, limits=lang.run_limits(limits)))
     if result.status == Status.OK and result.peak_memory_kb > limits.memory_mb * 1024:
         result = replace(result, status=Status.MEMORY_LIMIT)
     return from_judge(result, run.tests.entry_point)

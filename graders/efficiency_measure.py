@@ -21,7 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from sandboxes import Job, Limits, Status
+from sandboxes import Limits, MeasureJob, Status
 from sandboxes.builds import JobRunner
 
 from .efficiency import FULL, TESTS, EfficiencyReport, Runs, against_limits, against_reference
@@ -135,7 +135,7 @@ class EfficiencyGrader:
             if kind not in self.floors:
                 points = [p for p in work.points() if p["name"] == TESTS]
                 measure = {"programs": {"noop": NOOP}, "order": [], "once": ["noop"], "rounds": 1, "points": points}
-                result = await self.pool.run(Job("measure", measure=measure, limits=limits))
+                result = await self.pool.run(MeasureJob(measure=measure, limits=limits))
                 peaks = [float(r["peak_memory_kb"]) for r in result.runs if r.get("program") == "noop"]
                 if result.status != Status.OK or not peaks or peaks[0] <= 0:
                     return None
@@ -165,7 +165,7 @@ class EfficiencyGrader:
                    "max_rounds": max(rounds, MAX_ROUNDS), "agree": AGREE, "full": FULL,
                    "graded_rounds": max(rounds, GRADED_ROUNDS),
                    "points": work.points()}
-        result = await self.pool.run(Job("measure", measure=measure, limits=limits))
+        result = await self.pool.run(MeasureJob(measure=measure, limits=limits))
         if result.status == Status.SANDBOX_ERROR:
             return None, "sandbox error"
         if result.status != Status.OK:

@@ -25,7 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandboxes import Job, Limits, Status
+from sandboxes import Limits, LintJob, Status
 from sandboxes.builds import JobRunner
 
 from . import pyast
@@ -92,8 +92,7 @@ class QualityGrader:
         return report
 
     async def _lint(self, code: str, language: str, roots: list[str] | None) -> QualityReport:
-        result = await self.pool.run(Job("lint", program={"code": code, "language": language, "roots": roots},
-                                         limits=LINT_LIMITS))
+        result = await self.pool.run(LintJob(code=code, language=language, roots=roots, limits=LINT_LIMITS))
         if result.status != Status.OK:
             return QualityReport(None, reason="sandbox error" if result.status == Status.SANDBOX_ERROR
                                  else f"linter {result.status}")

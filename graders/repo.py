@@ -18,7 +18,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sandboxes import Job, Limits, Result, Status
+from sandboxes import Limits, RepoJob, Result, Status
 from sandboxes.builds import JobRunner
 
 from .flags import python_flags
@@ -78,7 +78,7 @@ class RepoGrader:
                 return Outcome("invalid_input", message=f"repo.id: repository {repo_id} is no longer stored "
                                                         "(evicted): upload it again with POST /repos")
             repo["archive_b64"] = base64.b64encode(data).decode()
-        return await self.pool.run(Job("repo", repo={**job, "repo": repo}, limits=limits))
+        return await self.pool.run(RepoJob(repo={**job, "repo": repo}, limits=limits))
 
 
 def _missing(result: Result) -> bool:

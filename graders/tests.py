@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from sandboxes import Job, Limits, Result
+from sandboxes import JudgeJob, Limits, Result, RunJob
 from sandboxes.builds import JobRunner
 from sandboxes.languages import LANGUAGES
 
@@ -67,13 +67,13 @@ async def _io(run: ProgramRun) -> Outcome:
 
 async def _judge(run: ProgramRun) -> Outcome:
     spec = run.tests.model_dump(exclude_none=True)
-    result = await run.pool.run(Job("judge", candidate={"code": run.code, "module": "solution"}, judge=spec,
+    result = await run.pool.run(JudgeJob(candidate={"code": run.code, "module": "solution"}, judge=spec,
                                     limits=run.limits, account=run.account))
     return _accounted(from_judge(result, getattr(run.tests, "entry_point", None)), [result])
 
 
 async def _run_program(run: ProgramRun, stdin: str) -> Result:
-    return await run.pool.run(Job("run", program={"code": run.code, "filename": run.language.source}, stdin=stdin,
+    return await run.pool.run(RunJob(program={"code": run.code, "filename": run.language.source}, stdin=stdin,
                                   limits=run.limits, account=run.account))
 
 

@@ -2,6 +2,7 @@
 
 from .backends import NoSandboxAvailable, SandboxSpec, choose_backend
 from .pool import SandboxPool
-from .types import Job, Limits, Result, Status
+from .types import Job, JudgeJob, Limits, LintJob, MeasureJob, RepoJob, Result, RunJob, SessionJob, Status
 
-__all__ = ["Job", "Limits", "NoSandboxAvailable", "Result", "SandboxPool", "SandboxSpec", "Status", "choose_backend"]
+__all__ = ["Job", "JudgeJob", "Limits", "LintJob", "MeasureJob", "NoSandboxAvailable", "RepoJob", "Result", "RunJob",
+           "SandboxPool", "SandboxSpec", "SessionJob", "Status", "choose_backend"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .languages import Language
-from .types import Job, Result, Status
+from .types import Job, Result, RunJob, Status
 
 DIAGNOSTICS_IN_RESULT = 2000
 
@@ -72,7 +72,7 @@ class Builder:
                 self._versions[lang.name] = (result.stdout + result.stderr).strip().splitlines()[0][:200]
         return self._versions[lang.name]
 
-    def key(self, lang: Language, version: str, code: str, job: Job) -> str:
+    def key(self, lang: Language, version: str, code: str, job: RunJob) -> str:
         digest = hashlib.sha256()
         for part in (lang.name, version, json.dumps(job.program, sort_keys=True), json.dumps(job.env, sort_keys=True),
                      str(job.limits.memory_mb), code):
@@ -80,7 +80,7 @@ class Builder:
         return digest.hexdigest()
 
     async def build(self, lang: Language, code: str, timeout_s: float, memory_mb: int | None = None,
-                    job: Job | None = None) -> Build:
+                    job: RunJob | None = None) -> Build:
         """Compile code (job: a custom compile job, e.g. rustc --test), or return the cached artefacts."""
         job = job or lang.compile_job(code, timeout_s, memory_mb)
         version = await self.toolchain_version(lang)
@@ -122,7 +122,7 @@ class Builder:
             self._bytes -= sum(len(v) for v in old.files.values()) + len(old.diagnostics)
 
 
-def from_compile_result(result: Result, job: Job) -> Build:
+def from_compile_result(result: Result, job: RunJob) -> Build:
     """The compile job's result: compile.py's JSON report, or how the runner ended the compiler."""
     ms = result.wall_ms
     if result.status == Status.SANDBOX_ERROR:

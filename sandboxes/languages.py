@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
-from .types import Job, Limits
+from .types import Limits, RunJob
 
 INSIDE = "/opt/rewardbox"
 NODE_MODULES = "/usr/local/lib/rewardbox-node/node_modules"
@@ -72,14 +72,14 @@ class Language:
             return self.main_class(code) + PurePosixPath(self.source).suffix
         return self.source
 
-    def compile_job(self, code: str, timeout_s: float, memory_mb: int | None = None) -> Job:
+    def compile_job(self, code: str, timeout_s: float, memory_mb: int | None = None) -> RunJob:
         src, main = self.source_name(code), self.main_class(code)
         argv = [a.format(src=src, main=main) for a in self.compile_argv]
         mem = (memory_mb or self.compile_memory_mb) + self.compile_headroom_mb
         limits = Limits(wall_s=timeout_s, total_s=timeout_s, cpu_s=timeout_s, memory_mb=mem,
                         output_bytes=ARTEFACT_CAP * 3 // 2, file_size_mb=ARTEFACT_CAP >> 20, nofile=256, nproc=128)
         program = {"argv": ["/usr/bin/python3", "-S", f"{INSIDE}/compile.py", OUT, str(ARTEFACT_CAP), "--", *argv]}
-        return Job("run", program=program, files={src: code}, env=self.env or None, limits=limits)
+        return RunJob(program=program, files={src: code}, env=self.env or None, limits=limits)
 
     def run_files(self, code: str, artefacts: dict[str, str]) -> dict:
         """The job files of a run: the artefacts (base64), or the source itself for interpreted languages."""
@@ -102,17 +102,17 @@ class Language:
         return replace(limits, memory_mb=limits.memory_mb + self.as_headroom_mb, nofile=max(limits.nofile, 256),
                        nproc=max(limits.nproc, 128))
 
-    def run_job(self, code: str, artefacts: dict[str, str], stdin: str, limits: Limits) -> Job:
+    def run_job(self, code: str, artefacts: dict[str, str], stdin: str, limits: Limits) -> RunJob:
         env = {**self.env, **{k: v.format(mem=limits.memory_mb) for k, v in self.run_env.items()}}
-        return Job("run", program={"argv": self.run_argv_for(code, limits.memory_mb)},
+        return RunJob(program={"argv": self.run_argv_for(code, limits.memory_mb)},
                    files=self.run_files(code, artefacts), stdin=stdin, env=env or None,
                    limits=self.run_limits(limits))
 
     def judge_host_argv_for(self, memory_mb: int) -> list[str]:
         return [a.format(mem=memory_mb) for a in self.judge_host_argv]
 
-    def version_job(self) -> Job:
-        return Job("run", program={"argv": list(self.version_argv)}, env=self.env or None,
+    def version_job(self) -> RunJob:
+        return RunJob(program={"argv": list(self.version_argv)}, env=self.env or None,
                    limits=Limits(wall_s=30, total_s=30, cpu_s=30, memory_mb=self.compile_memory_mb
                                  + self.compile_headroom_mb, nofile=256, nproc=128))
 

@@ -6,7 +6,6 @@ Redis cannot answer for GIVE_UP_DOWN_S, come back infra_error."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import os
@@ -29,7 +28,9 @@ from .errors import NotStarted, Overloaded, Unavailable
 from .executor import checked, invalid_result, too_big
 from .metrics import Metrics
 from .models import ItemResult, RewardItem
-from .redis_queue import DOWN, Queue, connect, not_started_payload
+from .redis_envelope import Envelope, RunEnvelope, ScoreEnvelope
+from .redis_queue import DOWN, Queue, Submission, connect, not_started_payload
+from .redis_scripts import Cached, Finished, Queued
 from .redis_store import RedisRolloutStore, rollout_record
 from .validation import Problem, item_work
 
@@ -105,7 +106,7 @@ class RedisExecutor:
             good = [(i, c) for i, c in enumerate(parsed) if isinstance(c.item, RewardItem)]
             valid = [(i, c.item) for i, c in good if isinstance(c.item, RewardItem)]  # as good, for the checker
             answers = await self._submit(
-                [{"kind": "score", "item": c.dump} for _, c in good], [c.key if use_cache else "" for _, c in good],
+                [c.dump or {} for _, c in good], [c.key if use_cache else "" for _, c in good],
                 [item_work(c.item) for _, c in good], use_cache, deadline_s, ticket) if good else []
         results: list[ItemResult | None] = [invalid_result(raw, c.item) if isinstance(c.item, Problem) else None
                                             for raw, c in zip(items, parsed, strict=True)]
@@ -150,30 +151,31 @@ class RedisExecutor:
 
     async def run(self, job: Job) -> Result:
         """A raw sandbox job (/run_code) on some worker's pool; never cached."""
-        [(kind, payload)] = await self._submit([{"kind": "run", "job": dataclasses.asdict(job)}], [""], [1], False,
-                                               None)
+        [(kind, payload)] = await self._submit([job], [""], [1], False, None)
         if payload.get("not_started"):
             raise NotStarted(payload.get("error") or "not started within the request's deadline")
         return Result.infra(payload["message"]) if kind == "lost" else Result.from_wire(payload)
 
-    async def _submit(self, datas: list[dict], keys: list[str], works: list[int], use_cache: bool,
+    async def _submit(self, bodies: list[dict[str, Any] | Job], keys: list[str], works: list[int], use_cache: bool,
                       deadline_s: float | None, ticket: Ticket | None = None) -> list[tuple[str, dict]]:
-        """Enqueue and wait. Each answer is (kind, payload): own (our job's result), hit (cached or shared) or lost
-        (no result could be had: our fault, infra_error)."""
+        """Enqueue and wait; bodies are items (validated, as JSON) or raw jobs. Each answer is (kind, payload): own
+        (our job's result), hit (cached or shared) or lost (no result could be had: our fault, infra_error)."""
         deadline_s = deadline_s or self.settings.deadline_s
         now = time.time()
-        request = uuid.uuid4().hex  # workers share their sandboxes in turns by request
-        jobs = [(uuid.uuid4().hex, key, json.dumps({**data, "deadline": now + deadline_s, "enqueued": now,
-                                                    "request": request}), work)
-                for data, key, work in zip(datas, keys, works, strict=True)]
+        deadline, request = now + deadline_s, uuid.uuid4().hex  # workers share their sandboxes in turns by request
+        jobs = [Submission(uuid.uuid4().hex, key,
+                           ScoreEnvelope(item=body, deadline=deadline, enqueued=now, request=request)
+                           if isinstance(body, dict)
+                           else RunEnvelope(job=body, deadline=deadline, enqueued=now, request=request), work)
+                for body, key, work in zip(bodies, keys, works, strict=True)]
         loop = asyncio.get_running_loop()
-        own = {job_id: loop.create_future() for job_id, *_ in jobs}
+        own = {job.job_id: loop.create_future() for job in jobs}
         waits: dict[int, tuple[str, asyncio.Future[dict], str]] = {}
         for job_id, future in own.items():  # registered first: a fast worker may answer before enqueue returns
             self._waiting.setdefault(job_id, []).append(future)
         try:
             try:
-                out = await self.queue.enqueue(self.reply, jobs, use_cache)
+                admitted = await self.queue.enqueue(self.reply, jobs, use_cache)
             except (Overloaded, Unavailable) as e:
                 if ticket is not None:
                     ticket.close()
@@ -182,25 +184,23 @@ class RedisExecutor:
                 raise
             if ticket is not None:  # the work now counts in Redis
                 ticket.close()
-            self.admission.elsewhere = int(out[1]) + sum(w for *_, w in jobs)
+            self.admission.elsewhere = admitted.queued + sum(job.work for job in jobs)
             answers: list[Any] = []
-            for job_id, *_ in jobs:
-                self._epoch_of[job_id] = out[2]
-            for i, (kind, value) in enumerate(zip(out[3::2], out[4::2], strict=True)):
-                if kind == "hit":
-                    answers.append(("hit", json.loads(value)))
-                elif kind == "done":
-                    answers.append(("hit", json.loads(value.split("\n", 1)[1])))
-                else:
-                    job_id, _, entry = value.partition("\n")
-                    future = own[job_id] if job_id in own else self._wait_for(job_id)
-                    waits[i] = (job_id, future, entry)
+            for job in jobs:
+                self._epoch_of[job.job_id] = admitted.epoch
+            for i, placed in enumerate(admitted.placements):
+                if isinstance(placed, Cached | Finished):
+                    answers.append(("hit", placed.result))
+                else:  # our own job, or an identical item's that is still running
+                    entry = placed.entry if isinstance(placed, Queued) else ""
+                    future = own[placed.job_id] if placed.job_id in own else self._wait_for(placed.job_id)
+                    waits[i] = (placed.job_id, future, entry)
                     answers.append(None)
             await self._recorded_meanwhile([(j, f) for j, f, _ in waits.values() if j not in own])
             await self._collect(waits, jobs, deadline_s)
             for i, (job_id, future, _) in waits.items():
                 if future.done() and not future.cancelled():
-                    answers[i] = ("own" if job_id == jobs[i][0] else "hit", future.result())
+                    answers[i] = ("own" if job_id == jobs[i].job_id else "hit", future.result())
                 else:
                     answers[i] = ("lost", _lost(job_id, "no result from any worker in time"))
             return answers
@@ -209,11 +209,11 @@ class RedisExecutor:
                 self._forget(job_id, future)
             for job_id, future, _ in waits.values():
                 self._forget(job_id, future)
-            for job_id, *_ in jobs:
-                self._epoch_of.pop(job_id, None)
+            for job in jobs:
+                self._epoch_of.pop(job.job_id, None)
 
-    async def _collect(self, waits: dict[int, tuple[str, asyncio.Future[dict], str]], jobs: list, deadline_s: float
-                       ) -> None:
+    async def _collect(self, waits: dict[int, tuple[str, asyncio.Future[dict], str]], jobs: list[Submission],
+                       deadline_s: float) -> None:
         """Wait for the results; at the deadline, withdraw what no worker has started (it answers infra_error
         through the normal path); then give started items their whole time limit."""
         futures = [f for _, f, _ in waits.values()]
@@ -224,18 +224,19 @@ class RedisExecutor:
             return
         for i, (job_id, future, entry) in waits.items():
             if future in pending and entry:
-                data = json.loads(jobs[i][2])
+                envelope = jobs[i].envelope
                 try:
-                    await self.queue.record(job_id, entry, not_started_payload(data, job_id), self._record_of(data,
-                                            job_id), "infra_error", jobs[i][1], False, only_if_undelivered=True)
+                    await self.queue.record(job_id, entry, not_started_payload(envelope, job_id),
+                                            self._record_of(envelope, job_id), "infra_error", jobs[i].cache_key, False,
+                                            only_if_undelivered=True)
                 except RedisError as e:
                     log.warning("withdrawing job %s failed: %s", job_id, e)
         await asyncio.wait(pending, timeout=2 * self.settings.max_item_s + 30)
 
-    def _record_of(self, data: dict, job_id: str) -> str:
-        if data["kind"] != "score" or self.store is None:
+    def _record_of(self, envelope: Envelope, job_id: str) -> str:
+        if not isinstance(envelope, ScoreEnvelope) or self.store is None:
             return ""
-        return rollout_record(data["item"], not_started_payload(data, job_id), self.image_id, self.versions)
+        return rollout_record(envelope.item, not_started_payload(envelope, job_id), self.image_id, self.versions)
 
     async def _recorded_meanwhile(self, attached: list[tuple[str, asyncio.Future[dict]]]) -> None:
         """A job we attached to may have been recorded, and its reply handed to another waiter of this process,

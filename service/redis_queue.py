@@ -9,12 +9,16 @@ another (XAUTOCLAIM). A result is recorded once per job id (SET NX inside one Lu
 rollout, fills the cache, notifies the waiters, acks and deletes the entry), so a redelivered job cannot count twice.
 Replies go to one list per API process (RPUSH; read by BLPOP), so a request gets its result whether it started
 waiting before or after the result arrived; the result key and the stored rollout outlive an API restart.
+
+What an entry carries is an envelope (service/redis_envelope.py); what the scripts answer is decoded into typed
+values next to them (service/redis_scripts.py).
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -22,14 +26,15 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from sandboxes import Job, Result
+from sandboxes import Result
 
+from . import redis_scripts as scripts
 from .config import Settings
 from .errors import Overloaded, Unavailable
 from .executor import not_started
 from .models import RewardItem
-from .redis_scripts import ENQUEUE, GROUP, HAND_BACK, RECORD, TAKE
-from .validation import item_work
+from .redis_envelope import Envelope, RunEnvelope, envelope_from_json
+from .redis_scripts import GROUP, Admitted, Recorded
 
 DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 HEARTBEAT_S = 2.0
@@ -51,24 +56,24 @@ def connect(url: str, timeout_s: float = 5.0) -> aioredis.Redis:
                                    retry_on_timeout=False)
 
 
-def job_from_wire(raw: dict[str, Any]) -> Job:
-    from sandboxes import Limits
+@dataclass(frozen=True)
+class Submission:
+    """One job a request puts on the stream: its id, its cache key ("" = not cached), what it carries, and its
+    weight in admission (test cases)."""
 
-    return Job(**{**raw, "limits": Limits(**raw["limits"])})
+    job_id: str
+    cache_key: str
+    envelope: Envelope
+    work: int
 
 
-def work_of(data: dict[str, Any]) -> int:
-    """A job's weight in admission: an item's test cases, a /run_code job 1."""
-    return item_work(data["item"]) if data["kind"] == "score" else 1
-
-
-def not_started_payload(data: dict[str, Any], job_id: str) -> dict[str, Any]:
+def not_started_payload(envelope: Envelope, job_id: str) -> dict[str, Any]:
     """What an item (or a /run_code job) not started by its deadline answers."""
-    deadline_s = data["deadline"] - data["enqueued"]
-    if data["kind"] == "run":
+    deadline_s = envelope.deadline - envelope.enqueued
+    if isinstance(envelope, RunEnvelope):
         return {**Result.infra(f"not started within the request's deadline of {deadline_s:g}s").to_dict(),
                 "not_started": True}
-    item = RewardItem.model_validate(data["item"])
+    item = RewardItem.model_validate(envelope.item)
     return not_started(item, job_id, deadline_s).model_dump(mode="json")
 
 
@@ -80,10 +85,10 @@ class Queue:
         self.prefix = settings.redis_prefix
         self.stream = f"{self.prefix}:jobs"
         self.redis = connect(settings.redis_url)
-        self._enqueue = self.redis.register_script(ENQUEUE)
-        self._record = self.redis.register_script(RECORD)
-        self._hand_back = self.redis.register_script(HAND_BACK)
-        self._take = self.redis.register_script(TAKE)
+        self._enqueue = self.redis.register_script(scripts.ENQUEUE)
+        self._record = self.redis.register_script(scripts.RECORD)
+        self._hand_back = self.redis.register_script(scripts.HAND_BACK)
+        self._take = self.redis.register_script(scripts.TAKE)
         self.epoch: str | None = None
 
     async def ensure_group(self) -> None:
@@ -105,27 +110,26 @@ class Queue:
             await self.ensure_group()
         return lost
 
-    async def enqueue(self, reply: str, jobs: list[tuple[str, str, str, int]], use_cache: bool) -> list[Any]:
-        """jobs: (job id, cache key or "", data json, work). Raises Overloaded, or Unavailable when Redis is
-        down."""
+    async def enqueue(self, reply: str, jobs: list[Submission], use_cache: bool) -> Admitted:
+        """Admit the jobs, all or none. Raises Overloaded, or Unavailable when Redis is down."""
         ttl = reply_ttl_s(self.settings)
         args: list[Any] = [self.prefix, self.stream, self.settings.max_queued, reply, ttl, "1" if use_cache else "0"]
         for job in jobs:
-            args += list(job)
+            args += [job.job_id, job.cache_key, job.envelope.to_json(), job.work]
         try:
-            out = await self._enqueue(args=args)
+            answer = scripts.decode_enqueue(await self._enqueue(args=args))
         except DOWN as e:
             raise Unavailable(f"Redis: {e}") from None
-        if out[0] == "overloaded":
-            asked = sum(job[3] for job in jobs)
-            raise Overloaded(f"{out[1]} test cases queued, up to {asked} more asked; the bound is "
+        if isinstance(answer, scripts.Refused):
+            asked = sum(job.work for job in jobs)
+            raise Overloaded(f"{answer.queued} test cases queued, up to {asked} more asked; the bound is "
                              f"{self.settings.max_queued} (REWARDBOX_MAX_QUEUED)")
-        return out
+        return answer
 
     async def record(self, job_id: str, entry: str, payload: dict[str, Any], record: str, status: str,
-                     key: str, cacheable: bool, only_if_undelivered: bool = False) -> int:
+                     key: str, cacheable: bool, only_if_undelivered: bool = False) -> Recorded:
         s = self.settings
-        return int(await self._record(args=[
+        return scripts.decode_record(await self._record(args=[
             self.prefix, self.stream, entry, job_id, json.dumps(payload), record, status,
             s.redis_retention, key, "1" if cacheable else "0", int(s.result_cache_ttl_s) or 1, s.result_cache_size,
             result_ttl_s(s), reply_ttl_s(s), "1" if only_if_undelivered else "0"]))
@@ -138,7 +142,8 @@ class Queue:
         await pipe.execute()
 
     async def hand_back(self, entry: str, job_id: str, data: str) -> None:
-        await self._hand_back(args=[self.prefix, self.stream, entry, job_id, data, work_of(json.loads(data))])
+        """Put a job back on the stream as it came (`data`: its entry's envelope, verbatim)."""
+        await self._hand_back(args=[self.prefix, self.stream, entry, job_id, data, envelope_from_json(data).work])
 
     async def take(self, job_ids: list[str]) -> None:
         """A worker took these jobs: their work is no longer queued."""

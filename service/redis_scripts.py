@@ -20,6 +20,11 @@ Keys are not hash-tagged: one Redis (or a primary with replicas), not Redis Clus
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
 GROUP = "workers"
 
 # Store one rollout and trim to the retention cap. Expects locals: P, rid, record, status, retention.
@@ -185,3 +190,89 @@ redis.call('HSET', P .. ':undelivered', job, work)
 redis.call('INCRBY', P .. ':queued_work', work)
 return 1
 """
+
+
+# ------------------------------------------------------------------------------------- the scripts' replies, typed
+
+
+@dataclass(frozen=True)
+class Cached:
+    """ENQUEUE 'hit': the item's cached result."""
+
+    result: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Finished:
+    """ENQUEUE 'done': an identical item's job, already recorded."""
+
+    job_id: str
+    result: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Attached:
+    """ENQUEUE 'attach': an identical item's job is running; its result will be sent to us too."""
+
+    job_id: str
+
+
+@dataclass(frozen=True)
+class Queued:
+    """ENQUEUE 'queued': our own job, added to the stream as `entry`."""
+
+    job_id: str
+    entry: str
+
+
+Placement = Cached | Finished | Attached | Queued
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """ENQUEUE took the request: `queued` test cases were waiting before it, in Redis epoch `epoch`; one
+    placement per item, in order."""
+
+    queued: int
+    epoch: str
+    placements: list[Placement]
+
+
+@dataclass(frozen=True)
+class Refused:
+    """ENQUEUE refused the request: `queued` test cases are waiting and it would exceed the bound."""
+
+    queued: int
+
+
+def decode_enqueue(out: list[Any]) -> Admitted | Refused:
+    """ENQUEUE's reply: {'overloaded', queued} or {'ok', queued, epoch, kind1, value1, ...}."""
+    if out[0] == "overloaded":
+        return Refused(int(out[1]))
+    placements: list[Placement] = []
+    for kind, value in zip(out[3::2], out[4::2], strict=True):
+        if kind == "hit":
+            placements.append(Cached(json.loads(value)))
+        elif kind == "done":
+            job_id, _, result = value.partition("\n")
+            placements.append(Finished(job_id, json.loads(result)))
+        elif kind == "attach":
+            placements.append(Attached(value))
+        elif kind == "queued":
+            job_id, _, entry = value.partition("\n")
+            placements.append(Queued(job_id, entry))
+        else:
+            raise ValueError(f"ENQUEUE placed an item as {kind!r}")
+    return Admitted(int(out[1]), out[2], placements)
+
+
+class Recorded(IntEnum):
+    """RECORD's reply."""
+
+    RECORDED = 1  # this result is the job's one result
+    DUPLICATE = 0  # the job already had its result (a duplicate delivery): nothing changed
+    TAKEN = -1  # only_if_undelivered, and a worker has the job: nothing changed
+
+
+def decode_record(out: Any) -> Recorded:
+    return Recorded(int(out))

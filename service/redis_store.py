@@ -1,6 +1,7 @@
 """Rollout store of distributed mode: in Redis, shared by every API instance, written by the worker in the same
 atomic step that records a job's result (so a redelivered job is never stored twice), capped by a retention count
-(oldest dropped first). Same methods as the SQLite RolloutStore, so the routes do not care which one they use.
+(oldest dropped first). It provides the same Store interface as the SQLite RolloutStore (service/store.py), so the
+routes and the dashboard do not care which one they use.
 
 Calls are synchronous (redis-py's blocking client with short timeouts): the store serves listing, export and
 replay, whose callers wait on it anyway."""
@@ -15,9 +16,11 @@ from typing import Any
 import redis
 
 from .redis_scripts import ADD_ROLLOUT
+from .rollout_summary import Summary, summary_of_records
 from .store import capped, export_pages
 
 PAGE = 200
+SUMMARY_WINDOW = 5_000  # newest rollouts the dashboard's summary aggregates (in Python here, not in SQL)
 
 
 def rollout_record(request: dict[str, Any], result: dict[str, Any], image: str, versions: dict[str, str]) -> str:
@@ -83,6 +86,10 @@ class RedisRolloutStore:
         """The newest `count` rollouts (the dashboard's window)."""
         ids = self.client.zrevrange(f"{self.prefix}:rollouts", 0, count - 1)
         return [r for i in range(0, len(ids), PAGE) for r in self._load(ids[i:i + PAGE])]
+
+    def summary(self, window: int = SUMMARY_WINDOW) -> Summary:
+        """The dashboard's figures over the newest `window` rollouts."""
+        return summary_of_records(self.recent(window))
 
     def add_run(self, name: str, summary: dict[str, Any]) -> int:
         import time

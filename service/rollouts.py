@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .models import RewardItem
 from .replay import compare
 from .schema import ERRORS
+from .store import Store
 from .validation import InvalidRequest, Problem, value_problem
 
 router = APIRouter()
@@ -33,7 +34,7 @@ def _since(value: str | None) -> float | None:
                              prefix=("query",)) from None
 
 
-def _store(request: Request):
+def _store(request: Request) -> Store:
     store = request.app.state.store
     if store is None:
         raise HTTPException(404, detail="the rollout store is disabled (REWARDBOX_DB=off)")

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from sandboxes import Job, Limits, Result, Status
+from sandboxes import Limits, Result, RunJob, Status
 from sandboxes.builds import Build
 from sandboxes.languages import LANGUAGES, Language, language_aliases
 
@@ -118,8 +118,8 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse | J
 async def _run(executor, req: RunCodeRequest, lang: Language, limits: Limits, files: dict, fetch: list[str]
                ) -> RunCodeResponse:
     if lang.in_process:  # SandboxFusion runs Python programs as main.py
-        job = Job("run", program={"code": req.code, "filename": "main.py"}, stdin=req.stdin or "",
-                  files=files or None, fetch_files=fetch or None, limits=limits)
+        job = RunJob(program={"code": req.code, "filename": "main.py"}, stdin=req.stdin or "",
+                     files=files or None, fetch_files=fetch or None, limits=limits)
         return to_response(await executor.run(job))
     if lang.runs_source:
         # As SandboxFusion runs them: the interpreter reads the source, so a syntax error is the run's own

@@ -36,7 +36,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from sandboxes import Job, Limits, Result, SandboxPool, Status
+from sandboxes import Limits, Result, SandboxPool, SessionJob, Status
 
 from .config import SessionSettings
 from .errors import Overloaded
@@ -342,7 +342,7 @@ class SessionManager:
             if data is None:
                 return Result.infra(f"repository {repo_id} is no longer stored (evicted) while a session uses it")
             repo["archive_b64"] = base64.b64encode(data).decode()
-        return await self.pool.run(Job("session", repo={**job, "repo": repo}, limits=limits))
+        return await self.pool.run(SessionJob(session={**job, "repo": repo}, limits=limits))
 
     # -- reward
 

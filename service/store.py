@@ -1,7 +1,10 @@
 """Rollout store (embedded mode): every scored item with its request, result, sandbox image and versions, in a
 SQLite file (WAL; survives restarts). Newest first, cursor pagination by insertion sequence, capped fields,
 retention by count. A scored (not cached) verdict also keeps its result-cache key, so that after a crash a client
-that posts its batch again gets what was already scored from here instead of running it twice."""
+that posts its batch again gets what was already scored from here instead of running it twice.
+
+Store is what the routes (service/rollouts.py) and the dashboard (service/dashboard.py) ask of a rollout store;
+RolloutStore here and the Redis store of distributed mode (service/redis_store.py) both provide it."""
 
 from __future__ import annotations
 
@@ -11,9 +14,22 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sandboxes.image import cache_dir
+
+from .models import COMPONENTS
+from .rollout_summary import (
+    FAILURES,
+    SLOWEST,
+    FailedRollout,
+    Minute,
+    RewardBin,
+    SlowRollout,
+    StatusCount,
+    Summary,
+    reason,
+)
 
 FIELD_CAP = 64 << 10  # per string of a stored result (the request is kept whole: replay needs it exactly)
 SCHEMA = """
@@ -41,6 +57,35 @@ CREATE TABLE IF NOT EXISTS runs (
     summary TEXT NOT NULL
 );
 """
+
+
+SUMMARY_WINDOW = 20_000  # newest rollouts the dashboard's summary aggregates
+
+
+class Store(Protocol):
+    """A rollout store as the routes and the dashboard use it."""
+
+    path: Any  # where it keeps its rollouts, for messages
+
+    def get(self, rollout_id: str) -> dict[str, Any] | None: ...
+
+    def list(self, status: str | None = None, failed: bool = False, language: str | None = None,
+             since: float | None = None, limit: int = 100, cursor: int | None = None
+             ) -> tuple[list[dict[str, Any]], int | None]:
+        """Newest first; the cursor of the next page, or None on the last."""
+        ...
+
+    def export(self, **filters: Any) -> Iterator[dict[str, Any]]: ...
+
+    def add_run(self, name: str, summary: dict[str, Any]) -> int: ...
+
+    def runs(self, limit: int = 100) -> builtins.list[dict[str, Any]]: ...
+
+    def summary(self) -> Summary:
+        """The dashboard's figures over the store's newest rollouts (service/rollout_summary.py)."""
+        ...
+
+    def close(self) -> None: ...
 
 
 def default_path() -> Path:
@@ -168,6 +213,36 @@ class RolloutStore:
         rows = self.db.execute("SELECT seq, created_at, name, summary FROM runs ORDER BY seq DESC LIMIT ?", (limit,))
         return [{"id": seq, "created_at": at, "name": name, "summary": json.loads(summary)}
                 for seq, at, name, summary in rows.fetchall()]
+
+    def summary(self, window: int = SUMMARY_WINDOW) -> Summary:
+        """The dashboard's figures over the newest `window` rollouts, in SQL (summary_of_records says the same in
+        Python)."""
+        db = self.db
+        recent = f"(SELECT * FROM rollouts ORDER BY seq DESC LIMIT {int(window)})"
+        per_minute = db.execute(
+            f"SELECT CAST(created_at / 60 AS INTEGER) * 60 AS minute, COUNT(*),"
+            f" AVG(json_extract(result, '$.details.timings.tests_ms')), AVG(reward)"
+            f" FROM {recent} GROUP BY minute ORDER BY minute").fetchall()
+        rewards = db.execute(
+            f"SELECT ROUND(reward, 1) AS bin, COUNT(*) FROM {recent} WHERE reward IS NOT NULL GROUP BY bin ORDER BY bin"
+        ).fetchall()
+        components = {c: db.execute(f"SELECT AVG(json_extract(result, '$.components.{c}')) FROM {recent}"
+                                    ).fetchone()[0] for c in COMPONENTS}
+        statuses = db.execute(f"SELECT status, COUNT(*) FROM {recent} GROUP BY status ORDER BY COUNT(*) DESC"
+                              ).fetchall()
+        slowest = db.execute(
+            f"SELECT id, status, reward, json_extract(result, '$.details.timings.tests_ms') AS ms, client_id"
+            f" FROM {recent} WHERE ms IS NOT NULL ORDER BY ms DESC LIMIT {SLOWEST}").fetchall()
+        failed = db.execute(f"SELECT id, status, result, client_id FROM {recent} WHERE status != 'passed'"
+                            f" ORDER BY seq DESC LIMIT {FAILURES}").fetchall()
+        return Summary(
+            throughput=[Minute(*row) for row in per_minute],
+            reward_histogram=[RewardBin(*row) for row in rewards],
+            components=components,
+            statuses=[StatusCount(*row) for row in statuses],
+            slowest=[SlowRollout(*row) for row in slowest],
+            recent_failures=[FailedRollout(i, st, reason(json.loads(result)) or "", c) for i, st, result, c in failed],
+        )
 
     def close(self) -> None:
         self.db.close()

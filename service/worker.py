@@ -20,6 +20,7 @@ import socket
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -32,7 +33,9 @@ from .cache import cache_key, cacheable_status, code_versions
 from .config import Settings, sandbox_pool
 from .fair import ITEMS, RUNS, item_scope, request_scope
 from .models import ItemResult, RewardItem
-from .redis_queue import DOWN, GROUP, HEARTBEAT_S, Queue, job_from_wire, not_started_payload
+from .redis_envelope import Envelope, MalformedEnvelope, RunEnvelope, ScoreEnvelope, envelope_from_json
+from .redis_queue import DOWN, GROUP, HEARTBEAT_S, Queue, not_started_payload
+from .redis_scripts import Recorded
 from .redis_store import rollout_record
 from .repos import repo_store
 from .scoring import Scorer
@@ -40,6 +43,17 @@ from .session_rpc import SessionServer
 from .sessions import SessionManager
 
 log = logging.getLogger("rewardbox.worker")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A stream entry this worker read or claimed: the job's id, its envelope, and the envelope as it came (handed
+    back verbatim)."""
+
+    entry: str
+    job_id: str
+    envelope: Envelope
+    data: str
 MAX_DELIVERIES = 3  # a job whose worker died this many times is answered infra_error rather than tried again
 DEAD_AFTER_S = 3600  # a consumer with nothing pending and no activity this long belongs to a dead worker
 
@@ -52,7 +66,7 @@ class Worker:
         self.key_versions = code_versions()
         self.concurrency = settings.worker_concurrency or 2 * pool.size
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self._jobs: dict[str, tuple[asyncio.Task, str, str]] = {}  # entry -> (task, job id, data)
+        self._jobs: dict[str, tuple[asyncio.Task, Delivery]] = {}  # by stream entry
         self._stopping = asyncio.Event()
         self.completed = 0
 
@@ -71,17 +85,17 @@ class Worker:
             while not self._stopping.is_set():
                 free = self.concurrency - len(self._jobs)
                 if free <= 0:
-                    await asyncio.wait([t for t, _, _ in self._jobs.values()], timeout=1.0,
+                    await asyncio.wait([t for t, _ in self._jobs.values()], timeout=1.0,
                                        return_when=asyncio.FIRST_COMPLETED)
                     continue
                 try:
-                    entries: list = []
+                    deliveries: list[Delivery] = []
                     if time.monotonic() - last_claim > self.settings.claim_idle_s / 4:
                         last_claim = time.monotonic()
-                        entries = await self._claim(free)
-                    claimed = bool(entries)
+                        deliveries = await self._claim(free)
+                    claimed = bool(deliveries)
                     if not claimed:
-                        entries = await self._read(free)
+                        deliveries = await self._well_formed(await self._read(free))
                 except DOWN as e:
                     log.warning("Redis down (%s); retrying", e)
                     await self._pause(1.0)
@@ -91,11 +105,9 @@ class Worker:
                         raise
                     await self.queue.ensure_group()  # Redis restarted without its data
                     continue
-                if not claimed:
-                    entries = await self._well_formed(entries)
-                await self._took(entries)
-                for entry, fields in entries:
-                    self._start(entry, fields, claimed)
+                await self._took(deliveries)
+                for delivery in deliveries:
+                    self._start(delivery, claimed)
         finally:
             sessions_task.cancel()
             await sessions.close()
@@ -115,26 +127,25 @@ class Worker:
                                                 CollectorRegistry(), self.settings.sessions)
         return SessionServer(self.queue.redis, self.queue.prefix, self.name, manager)
 
-    async def _well_formed(self, entries: list) -> list:
+    async def _well_formed(self, entries: list) -> list[Delivery]:
         """Entries this version can run; anything else (written by hand, or by another version) is dropped with a
         log line rather than crash every worker that reads it."""
         good = []
         for entry, fields in entries:
             try:
-                data = json.loads(fields["data"])
-                if data["kind"] in ("score", "run") and isinstance(fields["job"], str):
-                    good.append((entry, fields))
+                if isinstance(fields["job"], str):
+                    good.append(Delivery(entry, fields["job"], envelope_from_json(fields["data"]), fields["data"]))
                     continue
-            except (KeyError, TypeError, ValueError):
+            except (KeyError, TypeError, MalformedEnvelope):
                 pass
             log.error("dropping malformed stream entry %s: %.200s", entry, fields)
             await self.queue.ack(entry)
         return good
 
-    async def _took(self, entries: list) -> None:
+    async def _took(self, deliveries: list[Delivery]) -> None:
         """The work of what we read or claimed no longer counts as queued (admission)."""
         try:
-            await self.queue.take([fields["job"] for _, fields in entries if fields and "job" in fields])
+            await self.queue.take([d.job_id for d in deliveries])
         except DOWN as e:  # recording each job's result takes it too
             log.warning("Redis down (%s) marking jobs taken", e)
 
@@ -158,99 +169,98 @@ class Worker:
         reply = await self.queue.redis.xreadgroup(GROUP, self.name, {self.queue.stream: ">"}, count=count, block=1000)
         return reply[0][1] if reply else []
 
-    async def _claim(self, count: int) -> list:
+    async def _claim(self, count: int) -> list[Delivery]:
         """Entries another worker took and left idle for claim_idle_s: it died. Too many deaths: infra_error."""
         idle_ms = int(self.settings.claim_idle_s * 1000)
         _, entries, _ = await self.queue.redis.xautoclaim(self.queue.stream, GROUP, self.name, idle_ms, "0-0",
                                                           count=count)
         claimed = []
-        for entry, fields in await self._well_formed([(e, f) for e, f in entries if f]):  # empty: deleted meanwhile
-            info = await self.queue.redis.xpending_range(self.queue.stream, GROUP, entry, entry, 1)
+        for d in await self._well_formed([(e, f) for e, f in entries if f]):  # empty: deleted meanwhile
+            info = await self.queue.redis.xpending_range(self.queue.stream, GROUP, d.entry, d.entry, 1)
             deliveries = info[0]["times_delivered"] if info else 1
-            log.warning("claimed job %s from a dead worker (delivery %d)", fields.get("job"), deliveries)
+            log.warning("claimed job %s from a dead worker (delivery %d)", d.job_id, deliveries)
             if deliveries > MAX_DELIVERIES:
-                await self._record_failure(entry, fields, f"the workers running this job died {deliveries - 1} "
+                await self._record_failure(d, f"the workers running this job died {deliveries - 1} "
                                            f"times (killed or lost, e.g. by the OOM killer); not tried again")
                 continue
-            claimed.append((entry, fields))
+            claimed.append(d)
         return claimed
 
-    def _start(self, entry: str, fields: dict[str, str], claimed: bool) -> None:
-        task = asyncio.create_task(self._handle(entry, fields["job"], fields["data"], claimed))
-        self._jobs[entry] = (task, fields["job"], fields["data"])
-        task.add_done_callback(lambda _: self._jobs.pop(entry, None))
+    def _start(self, delivery: Delivery, claimed: bool) -> None:
+        task = asyncio.create_task(self._handle(delivery, claimed))
+        self._jobs[delivery.entry] = (task, delivery)
+        task.add_done_callback(lambda _: self._jobs.pop(delivery.entry, None))
 
-    async def _handle(self, entry: str, job_id: str, raw: str, claimed: bool) -> None:
-        try:
-            data = json.loads(raw)  # the sandboxes are taken in turns by kind, request and item
-            with request_scope(ITEMS if data["kind"] == "score" else RUNS, data.get("request")), item_scope(job_id):
-                await self._score_and_record(entry, job_id, raw, claimed)
+    async def _handle(self, d: Delivery, claimed: bool) -> None:
+        try:  # the sandboxes are taken in turns by kind, request and item
+            kind = ITEMS if isinstance(d.envelope, ScoreEnvelope) else RUNS
+            with request_scope(kind, d.envelope.request), item_scope(d.job_id):
+                await self._score_and_record(d, claimed)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - the entry stays pending: claimed again, at most MAX_DELIVERIES times
-            log.exception("job %s failed on this worker", job_id)
+            log.exception("job %s failed on this worker", d.job_id)
 
-    async def _score_and_record(self, entry: str, job_id: str, raw: str, claimed: bool) -> None:
-        data = json.loads(raw)
+    async def _score_and_record(self, d: Delivery, claimed: bool) -> None:
         # A claimed job may have been finished by the worker that died (or is slow); a fresh one cannot have been.
-        if claimed and await self.queue.redis.exists(f"{self.queue.prefix}:result:{job_id}"):
-            await self.queue.ack(entry)
+        if claimed and await self.queue.redis.exists(f"{self.queue.prefix}:result:{d.job_id}"):
+            await self.queue.ack(d.entry)
             return
         started = time.time()
-        item = RewardItem.model_validate(data["item"]) if data["kind"] == "score" else None
-        if started > data["deadline"]:
-            payload = not_started_payload(data, job_id)
+        envelope = d.envelope
+        item = RewardItem.model_validate(envelope.item) if isinstance(envelope, ScoreEnvelope) else None
+        if started > envelope.deadline:
+            payload = not_started_payload(envelope, d.job_id)
         elif item is None:
-            payload = (await self.scorer.pool.run(job_from_wire(data["job"]))).to_dict()  # fair, like items
+            assert isinstance(envelope, RunEnvelope)
+            payload = (await self.scorer.pool.run(envelope.job)).to_dict()  # fair, like items
         else:
-            result = await self.scorer.score(item, job_id)
-            result.details.setdefault("timings", {})["queue_ms"] = round((started - data["enqueued"]) * 1000, 3)
+            result = await self.scorer.score(item, d.job_id)
+            result.details.setdefault("timings", {})["queue_ms"] = round((started - envelope.enqueued) * 1000, 3)
             payload = result.model_dump(mode="json")
-        await self._record(entry, job_id, data, payload, item)
+        await self._record(d, payload, item)
 
-    async def _record(self, entry: str, job_id: str, data: dict[str, Any], payload: dict[str, Any],
-                      item: RewardItem | None) -> None:
+    async def _record(self, d: Delivery, payload: dict[str, Any], item: RewardItem | None) -> None:
         record, key, ok = "", "", False
-        if item is not None:
+        if item is not None and isinstance(d.envelope, ScoreEnvelope):
             if self.settings.db != "off":
-                record = rollout_record(data["item"], payload, self.scorer.image_id, self.scorer.versions)
+                record = rollout_record(d.envelope.item, payload, self.scorer.image_id, self.scorer.versions)
             key = cache_key(item, self.key_versions)
             ok = cacheable_status(payload["status"])
         status = payload.get("status", "")
         delay = 0.2
         while True:  # a finished job is worth keeping: retry until Redis answers (or we are told to stop)
             try:
-                recorded = await self.queue.record(job_id, entry, payload, record, status, key, ok)
+                recorded = await self.queue.record(d.job_id, d.entry, payload, record, status, key, ok)
                 break
             except DOWN as e:  # when stopping, _drain cancels us after the grace period: the job stays pending
-                log.warning("recording job %s: Redis down (%s); retrying", job_id, e)
+                log.warning("recording job %s: Redis down (%s); retrying", d.job_id, e)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
-        self.completed += recorded
+        self.completed += recorded is Recorded.RECORDED
 
-    async def _record_failure(self, entry: str, fields: dict[str, str], message: str) -> None:
+    async def _record_failure(self, d: Delivery, message: str) -> None:
         """A job that cannot be run: infra_error (ours), with the message saying why."""
-        data = json.loads(fields["data"])
-        item = RewardItem.model_validate(data["item"]) if data["kind"] == "score" else None
-        payload = not_started_payload(data, fields["job"])
+        item = RewardItem.model_validate(d.envelope.item) if isinstance(d.envelope, ScoreEnvelope) else None
+        payload = not_started_payload(d.envelope, d.job_id)
         payload["message" if item is not None else "error"] = message
         payload.pop("not_started", None)
-        await self._record(entry, fields["job"], data, payload, item)
+        await self._record(d, payload, item)
 
     async def _drain(self) -> None:
         """Finish what we have within the grace period; hand back the rest (same job id: still recorded once)."""
         if not self._jobs:
             return
-        tasks = [t for t, _, _ in self._jobs.values()]
+        tasks = [t for t, _ in self._jobs.values()]
         log.info("stopping: finishing %d jobs (grace %gs)", len(tasks), self.settings.worker_grace_s)
         await asyncio.wait(tasks, timeout=self.settings.worker_grace_s)
-        for entry, (task, job_id, data) in list(self._jobs.items()):
+        for task, d in list(self._jobs.values()):
             task.cancel()
             try:
-                await self.queue.hand_back(entry, job_id, data)
-                log.info("handed back job %s", job_id)
+                await self.queue.hand_back(d.entry, d.job_id, d.data)
+                log.info("handed back job %s", d.job_id)
             except RedisError as e:  # it stays pending: claimed by another worker after claim_idle_s
-                log.error("handing back job %s failed: %s", job_id, e)
+                log.error("handing back job %s failed: %s", d.job_id, e)
 
     async def _forget_the_dead(self) -> None:
         """Consumers of workers that died (nothing pending, silent for an hour) and their heartbeats go."""

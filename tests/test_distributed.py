@@ -395,16 +395,18 @@ async def test_a_worker_leaving_hands_back_every_entry_it_holds(redis_server):
     counted as queued work again, before the worker's consumer is deleted (which would drop them)."""
     from sandboxes import SandboxPool, choose_backend
     from service.config import Settings
+    from service.redis_envelope import ScoreEnvelope
+    from service.redis_queue import Submission
     from service.worker import Worker
 
     settings = Settings(redis_url=redis_server.url, redis_prefix=new_prefix(), claim_idle_s=2)
     worker = Worker(SandboxPool(choose_backend("bubblewrap"), size=1), settings)
     await worker.queue.ensure_group()
     now = time.time()
-    jobs = [(f"job-{i}", "", json.dumps({"kind": "score", "item": item(i), "deadline": now + 60, "enqueued": now}),
-             1) for i in range(3)]
+    jobs = [Submission(f"job-{i}", "", ScoreEnvelope(item=item(i), deadline=now + 60, enqueued=now), 1)
+            for i in range(3)]
     await worker.queue.enqueue("reply", jobs, False)
-    entries = await worker._read(3)
+    entries = await worker._well_formed(await worker._read(3))
     await worker._took(entries)
     r = redis_server.client()
     assert int(r.get(f"{settings.redis_prefix}:queued_work")) == 0 and len(entries) == 3

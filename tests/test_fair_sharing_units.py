@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from sandboxes import Job, Limits, Result, Status
+from sandboxes import Job, Limits, LintJob, Result, RunJob, Status
 from service.admission import Admission
 from service.budget import ItemBudget
 from service.errors import Overloaded
@@ -75,7 +75,7 @@ class Recorder:
 async def test_an_items_runs_share_one_budget_and_the_rest_do_not_start():
     runner = Recorder(wall_s=1.0)
     budget = ItemBudget(runner, seconds=3.5)
-    job = Job("run", program={"code": "x"}, limits=Limits(wall_s=10, cpu_s=10))
+    job = RunJob(program={"code": "x"}, limits=Limits(wall_s=10, cpu_s=10))
     results = await asyncio.gather(*(budget.run(job) for _ in range(10)))
     ran = [r for r in results if r.wall_ms > 0]
     assert sum(r.wall_ms for r in ran) <= 3500 + 1e-6  # never more than the budget, however many cases
@@ -87,7 +87,7 @@ async def test_an_items_runs_share_one_budget_and_the_rest_do_not_start():
 async def test_a_fast_items_cases_all_run_whatever_their_number():
     runner = Recorder(wall_s=0.001)
     budget = ItemBudget(runner, seconds=1.0)
-    job = Job("run", program={"code": "x"}, limits=Limits(wall_s=0.5, cpu_s=0.5))
+    job = RunJob(program={"code": "x"}, limits=Limits(wall_s=0.5, cpu_s=0.5))
     results = await asyncio.gather(*(budget.run(job) for _ in range(500)))
     assert all(r.status == Status.OK for r in results)  # held shares are given back: no case is refused unjustly
 
@@ -95,7 +95,7 @@ async def test_a_fast_items_cases_all_run_whatever_their_number():
 async def test_compiles_and_lints_are_not_charged():
     runner = Recorder(wall_s=5.0)
     budget = ItemBudget(runner, seconds=1.0)
-    lint = await budget.run(Job("lint", program={"code": "x"}, limits=Limits(wall_s=10)))
+    lint = await budget.run(LintJob(code="x", limits=Limits(wall_s=10)))
     assert lint.status == Status.OK and budget.left == 1.0
 
 

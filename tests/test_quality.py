@@ -101,10 +101,10 @@ VICTIM = ("import math\nfrom solution import Helper\n\n\ndef total(n):\n    help
 @pytest.mark.parametrize("name", sorted(POISONERS))
 async def test_a_program_linted_before_does_not_change_the_next_program_s_lint(pool, name):
     from graders.quality import LINT_LIMITS
-    from sandboxes import Job
+    from sandboxes import LintJob
 
-    def job(code: str) -> Job:
-        return Job("lint", program={"code": code, "language": "python", "roots": ["total"]}, limits=LINT_LIMITS)
+    def job(code: str) -> LintJob:
+        return LintJob(code=code, language="python", roots=["total"], limits=LINT_LIMITS)
 
     alone = [(await pool.run(job(VICTIM))).stdout for _ in range(pool.size)]  # every sandbox, no cache on the way
     for _ in range(pool.size):

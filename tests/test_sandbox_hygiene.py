@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from sandboxes import Job, Limits, SandboxPool, Status
+from sandboxes import Job, JudgeJob, Limits, LintJob, MeasureJob, RunJob, SandboxPool, Status
 from sandboxes.backends.base import SOCKETS_ROOT
 
 from .pool_helpers import in_every_sandbox, settle
@@ -81,15 +81,15 @@ def planting_jobs(mark: str) -> list[Job]:
                             "cand": {"code": "print(1)\n", "module": "solution"}},
                "order": ["ref", "cand"], "points": [{"name": "p", "io": [mark]}], "rounds": 1}
     return [
-        Job("run", program={"code": code}, stdin=mark, files={"data.txt": mark}, env={"MARK": mark}, limits=LIMITS),
-        Job("run", program={"argv": ["/bin/cat", "data.txt"]}, files={"data.txt": mark}, limits=LIMITS),
-        Job("judge", candidate={"code": candidate, "module": "solution"}, judge=spec, limits=LIMITS),
-        Job("judge", candidate={"code": candidate, "module": "solution"}, judge=assert_spec, limits=LIMITS),
+        RunJob(program={"code": code}, stdin=mark, files={"data.txt": mark}, env={"MARK": mark}, limits=LIMITS),
+        RunJob(program={"argv": ["/bin/cat", "data.txt"]}, files={"data.txt": mark}, limits=LIMITS),
+        JudgeJob(candidate={"code": candidate, "module": "solution"}, judge=spec, limits=LIMITS),
+        JudgeJob(candidate={"code": candidate, "module": "solution"}, judge=assert_spec, limits=LIMITS),
         # accounted jobs (efficiency from the tests stage) are cleaned before their reply, not after it
-        Job("judge", candidate={"code": candidate, "module": "solution"}, judge=spec, limits=LIMITS, account=True),
-        Job("run", program={"code": code}, stdin=mark, files={"data.txt": mark}, limits=LIMITS, account=True),
-        Job("lint", program={"code": f"MARK = {mark!r}\n", "language": "python"}, limits=LIMITS),
-        Job("measure", measure=measure, limits=LIMITS),
+        JudgeJob(candidate={"code": candidate, "module": "solution"}, judge=spec, limits=LIMITS, account=True),
+        RunJob(program={"code": code}, stdin=mark, files={"data.txt": mark}, limits=LIMITS, account=True),
+        LintJob(code=f"MARK = {mark!r}\n", language="python", limits=LIMITS),
+        MeasureJob(measure=measure, limits=LIMITS),
     ]
 
 
@@ -105,11 +105,11 @@ def scanning_jobs(a: str, b: str) -> list[tuple[str, Job]]:
                                      "module": "solution"}},
                "order": ["ref", "cand"], "points": [{"name": "p", "io": [""]}], "rounds": 2}
     return [
-        ("run", Job("run", program={"code": SCANNING_RUN}, env={"MARK_A": a, "MARK_B": b}, limits=LIMITS)),
-        ("candidate", Job("judge", candidate={"code": candidate, "module": "solution"}, judge=spec, limits=LIMITS)),
-        ("judge", Job("judge", candidate={"code": "def f():\n    return 1\n", "module": "solution"},
-                      judge=judge_scan, limits=LIMITS)),
-        ("measured candidate", Job("measure", measure=measure, limits=LIMITS)),
+        ("run", RunJob(program={"code": SCANNING_RUN}, env={"MARK_A": a, "MARK_B": b}, limits=LIMITS)),
+        ("candidate", JudgeJob(candidate={"code": candidate, "module": "solution"}, judge=spec, limits=LIMITS)),
+        ("judge", JudgeJob(candidate={"code": "def f():\n    return 1\n", "module": "solution"},
+                           judge=judge_scan, limits=LIMITS)),
+        ("measured candidate", MeasureJob(measure=measure, limits=LIMITS)),
     ]
 
 
@@ -183,8 +183,8 @@ async def test_a_job_whose_set_up_fails_ends_alone_and_later_jobs_get_their_own_
     await settle(pool)
     replaced = pool.stats.replaced
     bad = BAD_INPUTS[what]
-    job = Job("run", program=bad.get("program", {"code": "print('never')"}), stdin=bad.get("stdin", ""),
-              files=bad.get("files"), limits=LIMITS)
+    job = RunJob(program=bad.get("program", {"code": "print('never')"}), stdin=bad.get("stdin", ""),
+                 files=bad.get("files"), limits=LIMITS)
     result = await pool.run(job)
     assert result.status == Status.SANDBOX_ERROR, result
     assert result.stdout == "" and result.exit_code is None, result
@@ -192,14 +192,14 @@ async def test_a_job_whose_set_up_fails_ends_alone_and_later_jobs_get_their_own_
         assert text not in (result.error or ""), result.error
     # Concurrent jobs with their own exit codes and outputs, enough to visit every sandbox several times.
     codes = [f"import sys\nprint({i}, sys.stdin.read())\nsys.exit({i % 7})" for i in range(pool.size * 6)]
-    results = await asyncio.gather(*(pool.run(Job("run", program={"code": c}, stdin=f"in{i}", limits=LIMITS))
+    results = await asyncio.gather(*(pool.run(RunJob(program={"code": c}, stdin=f"in{i}", limits=LIMITS))
                                      for i, c in enumerate(codes)))
     assert [(r.stdout, r.exit_code) for r in results] == [(f"{i} in{i}\n", i % 7) for i in range(len(codes))]
     assert [r.status for r in results] == [Status.OK if i % 7 == 0 else Status.RUNTIME_ERROR
                                            for i in range(len(codes))]
-    judged = await pool.run(Job("judge", candidate={"code": "def f(x):\n    return x + 1\n", "module": "solution"},
-                                judge={"kind": "function", "entry_point": "f",
-                                       "cases": [{"args": [1], "expected": 2}]}, limits=LIMITS))
+    judged = await pool.run(JudgeJob(candidate={"code": "def f(x):\n    return x + 1\n", "module": "solution"},
+                                     judge={"kind": "function", "entry_point": "f",
+                                            "cases": [{"args": [1], "expected": 2}]}, limits=LIMITS))
     assert [e["passed"] for e in judged.events if e.get("event") == "case"] == [True], judged
     await settle(pool)
     assert pool.stats.replaced == replaced, "a set-up failure of one job cost a sandbox"
@@ -208,13 +208,13 @@ async def test_a_job_whose_set_up_fails_ends_alone_and_later_jobs_get_their_own_
 
 async def test_a_candidate_whose_set_up_fails_ends_its_judge_job_alone(pool: SandboxPool) -> None:
     spec = {"kind": "function", "entry_point": "f", "cases": [{"args": [], "expected": 1}]}
-    bad = Job("judge", candidate={"code": "def f():\n    return 1\n", "module": "solution", "files": {"d": "x",
-                                                                                                    "d/e": "y"}},
-              judge=spec, limits=LIMITS)
+    bad = JudgeJob(candidate={"code": "def f():\n    return 1\n", "module": "solution", "files": {"d": "x",
+                                                                                                "d/e": "y"}},
+                   judge=spec, limits=LIMITS)
     result = await pool.run(bad)
     assert result.status == Status.SANDBOX_ERROR, result
-    good = Job("judge", candidate={"code": "def f():\n    return 1\n", "module": "solution"}, judge=spec,
-               limits=LIMITS)
+    good = JudgeJob(candidate={"code": "def f():\n    return 1\n", "module": "solution"}, judge=spec,
+                    limits=LIMITS)
     for r in await asyncio.gather(*(pool.run(good) for _ in range(pool.size * 2))):
         assert r.status == Status.OK and [e["passed"] for e in r.events if e.get("event") == "case"] == [True], r
 
@@ -337,13 +337,13 @@ async def test_memory_that_no_process_owns_gets_the_job_killed_not_the_machinery
     limits = Limits(wall_s=20, total_s=20, cpu_s=20, memory_mb=256, file_size_mb=64, nofile=64)
     program = ({"code": MEMFD_FILL} if how == "python" else
                {"argv": ["/usr/bin/python3", "-c", MEMFD_FILL, "lower"]})
-    result = await pool.run(Job("run", program=program, limits=limits))
+    result = await pool.run(RunJob(program=program, limits=limits))
     assert result.status == Status.MEMORY_LIMIT, result
     assert "score 1000" in result.stdout and "lowered" not in result.stdout.replace("could not lower", ""), result
     await settle(pool)
     assert pool.stats.replaced == replaced, "the machinery of a sandbox was killed"
     assert machinery(pool) == before, "a runner or zygote was killed"
-    for r in await asyncio.gather(*(pool.run(Job("run", program={"code": "print(6 * 7)"}, limits=LIMITS))
+    for r in await asyncio.gather(*(pool.run(RunJob(program={"code": "print(6 * 7)"}, limits=LIMITS))
                                     for _ in range(pool.size * 3))):
         assert r.status == Status.OK and r.stdout == "42\n", r
 
@@ -361,7 +361,7 @@ async def test_a_sandbox_whose_zygote_dies_while_idle_is_replaced_and_readiness_
         await asyncio.sleep(0.005)
     assert saw_unready, "readiness never reflected the broken sandbox"
     assert pool.stats.replaced == replaced + 1
-    results = await asyncio.gather(*(pool.run(Job("run", program={"code": "print(1)"}, limits=LIMITS))
+    results = await asyncio.gather(*(pool.run(RunJob(program={"code": "print(1)"}, limits=LIMITS))
                                      for _ in range(pool.size * 3)))
     assert all(r.status == Status.OK for r in results), results
     assert victim.handle.id not in {r.sandbox_id for r in results}
@@ -370,8 +370,8 @@ async def test_a_sandbox_whose_zygote_dies_while_idle_is_replaced_and_readiness_
 async def test_a_zygote_killed_during_a_job_fails_that_job_alone_without_our_trace(pool: SandboxPool) -> None:
     await settle(pool)
     replaced = pool.stats.replaced
-    sleeper = asyncio.create_task(pool.run(Job("run", program={"code": "import time\ntime.sleep(3)"},
-                                               limits=LIMITS)))
+    sleeper = asyncio.create_task(pool.run(RunJob(program={"code": "import time\ntime.sleep(3)"},
+                                                  limits=LIMITS)))
     deadline = time.monotonic() + 30
     while pool.snapshot()["busy"] < 1:
         assert time.monotonic() < deadline
@@ -388,7 +388,7 @@ async def test_a_zygote_killed_during_a_job_fails_that_job_alone_without_our_tra
     await settle(pool)
     assert pool.stats.replaced == replaced + 1
     assert busy[0].handle.id not in {sb.handle.id for sb in pool._all}
-    results = await asyncio.gather(*(pool.run(Job("run", program={"code": "print(2)"}, limits=LIMITS))
+    results = await asyncio.gather(*(pool.run(RunJob(program={"code": "print(2)"}, limits=LIMITS))
                                      for _ in range(pool.size * 2)))
     assert all(r.status == Status.OK and r.stdout == "2\n" for r in results), results
 
@@ -456,7 +456,7 @@ def _host_nameservers() -> list[str]:
 
 
 async def test_the_sandbox_shows_no_fact_of_the_host(pool: SandboxPool) -> None:
-    result = await pool.run(Job("run", program={"code": HOST_FACTS}, limits=LIMITS))
+    result = await pool.run(RunJob(program={"code": HOST_FACTS}, limits=LIMITS))
     assert result.status == Status.OK, result
     seen = json.loads(result.stdout)
     everything = "\n".join(seen.values())
@@ -482,13 +482,13 @@ async def test_the_sandbox_shows_no_fact_of_the_host(pool: SandboxPool) -> None:
 OWNER = r"""
 import asyncio, json, os, sys, time
 sys.path.insert(0, sys.argv[1])
-from sandboxes import Job, SandboxPool, choose_backend
+from sandboxes import RunJob, SandboxPool, choose_backend
 from sandboxes.backends.base import socket_root
 
 async def main(backend, mode):
     pool = SandboxPool(choose_backend(backend), size=2, acquire_timeout_s=120)
     await pool.start()
-    result = await pool.run(Job("run", program={"code": "print('up')"}))
+    result = await pool.run(RunJob(program={"code": "print('up')"}))
     handles = [sb.handle for sb in pool._all]
     root = str(socket_root())
     if mode == "close":
@@ -499,7 +499,7 @@ async def main(backend, mode):
     ids = [getattr(h, "container_id", None) or h.proc.pid for h in handles]
     print(json.dumps({"ok": result.stdout, "ids": ids, "socket_root": root}), flush=True)
     if mode == "busy":  # the owner dies while both sandboxes run a long job
-        asyncio.ensure_future(asyncio.gather(*(pool.run(Job("run", program={"code": "import time\ntime.sleep(60)"}))
+        asyncio.ensure_future(asyncio.gather(*(pool.run(RunJob(program={"code": "import time\ntime.sleep(60)"}))
                                                for _ in range(2))))
     await asyncio.sleep(3600)
 

@@ -16,7 +16,7 @@ import pytest_asyncio
 
 from graders.quality import QualityGrader
 from graders.tests import job_limits, run_tests
-from sandboxes import Job, Limits, SandboxPool, Status
+from sandboxes import Limits, RunJob, SandboxPool, Status
 from sandboxes.builds import Builder
 from service.models import IOTests
 
@@ -39,7 +39,7 @@ async def compile_and_run(pool, builder, language, code, compile_timeout_s=20.0)
 
 async def assert_pool_serves(pool: SandboxPool, replaced: int) -> None:
     await settle(pool)
-    results = await asyncio.gather(*(pool.run(Job("run", program={"code": "print(40 + 2)"}, limits=RUN_LIMITS))
+    results = await asyncio.gather(*(pool.run(RunJob(program={"code": "print(40 + 2)"}, limits=RUN_LIMITS))
                                      for _ in range(pool.size * 2)))
     assert all(r.status == Status.OK and r.stdout == "42\n" for r in results), results
     assert pool.stats.replaced == replaced, "a sandbox had to be replaced"
@@ -271,13 +271,13 @@ print(json.dumps(out))
 async def test_ipc_objects_of_one_job_are_gone_for_the_next(pool) -> None:
     await settle(pool)
     name = "rb-ipc-" + secrets.token_hex(6)
-    planted = await pool.run(Job("run", program={"code": IPC_PLANT}, env={"NAME": name}, limits=RUN_LIMITS))
+    planted = await pool.run(RunJob(program={"code": IPC_PLANT}, env={"NAME": name}, limits=RUN_LIMITS))
     assert planted.status == Status.OK, planted
     assert json.loads(planted.stdout)["abstract"] == "listening"
     seen = set()
     for _ in range(pool.size * 3):
         await settle(pool)
-        look = await pool.run(Job("run", program={"code": IPC_LOOK}, env={"NAME": name}, limits=RUN_LIMITS))
+        look = await pool.run(RunJob(program={"code": IPC_LOOK}, env={"NAME": name}, limits=RUN_LIMITS))
         assert look.status == Status.OK, look
         report = json.loads(look.stdout)
         assert report["abstract"] in ("ECONNREFUSED", "EPERM"), report
@@ -333,7 +333,7 @@ print(json.dumps(out))
 
 
 async def test_rlimit_prctl_scheduler_and_oom_score_escalations_fail(pool) -> None:
-    result = await pool.run(Job("run", program={"code": ESCALATION}, limits=RUN_LIMITS))
+    result = await pool.run(RunJob(program={"code": ESCALATION}, limits=RUN_LIMITS))
     assert result.status == Status.OK, result
     report = json.loads(result.stdout)
     assert report.pop("exec'd oom_score_adj") == ["1000"], result.stdout
@@ -361,7 +361,7 @@ echo done
 
 
 async def test_bash_proc_fd_tricks_reach_no_other_process(pool) -> None:
-    result = await pool.run(Job("run", program={"argv": ["/bin/bash", "-c", PROC_FD]}, limits=RUN_LIMITS))
+    result = await pool.run(RunJob(program={"argv": ["/bin/bash", "-c", PROC_FD]}, limits=RUN_LIMITS))
     assert result.status == Status.OK, result
     # the machinery's descriptors (runner, zygotes, watchdog) are root's: none can be listed, read or written
     assert result.stdout == "to-stdout\nvia-proc\ndone\n", result.stdout

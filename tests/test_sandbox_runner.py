@@ -12,18 +12,18 @@ import subprocess
 
 import pytest
 
-from sandboxes import Job, Limits, SandboxPool, Status, choose_backend
+from sandboxes import Job, JudgeJob, Limits, RunJob, SandboxPool, Status, choose_backend
 from sandboxes.backends.base import LABEL, owner_tag
 
 LIMITS = Limits(wall_s=5, total_s=10, cpu_s=5, memory_mb=512)
 
 
 def run_job(code: str, limits: Limits = LIMITS, **kw) -> Job:
-    return Job("run", program={"code": code}, limits=limits, **kw)
+    return RunJob(program={"code": code}, limits=limits, **kw)
 
 
 def judge_job(candidate: str, spec: dict, limits: Limits = LIMITS) -> Job:
-    return Job("judge", candidate={"code": candidate, "module": "solution"}, judge=spec, limits=limits)
+    return JudgeJob(candidate={"code": candidate, "module": "solution"}, judge=spec, limits=limits)
 
 
 def case_results(result) -> list[bool]:
@@ -149,17 +149,17 @@ async def test_peak_memory_is_measured(pool: SandboxPool) -> None:
 
 
 async def test_argv_job_execs_the_binary(pool: SandboxPool) -> None:
-    echo = await pool.run(Job("run", program={"argv": ["/bin/echo", "x"]}, limits=LIMITS))
+    echo = await pool.run(RunJob(program={"argv": ["/bin/echo", "x"]}, limits=LIMITS))
     assert echo.status == Status.OK, echo
     assert echo.stdout == "x\n"
-    from_path = await pool.run(Job("run", program={"argv": ["echo", "found", "on", "PATH"]}, limits=LIMITS))
+    from_path = await pool.run(RunJob(program={"argv": ["echo", "found", "on", "PATH"]}, limits=LIMITS))
     assert from_path.status == Status.OK and from_path.stdout == "found on PATH\n", from_path
-    cat = await pool.run(Job("run", program={"argv": ["/bin/cat"]}, stdin="through cat\n", limits=LIMITS))
+    cat = await pool.run(RunJob(program={"argv": ["/bin/cat"]}, stdin="through cat\n", limits=LIMITS))
     assert cat.status == Status.OK and cat.stdout == "through cat\n", cat
-    failing = await pool.run(Job("run", program={"argv": ["/bin/sh", "-c", "echo oops >&2; exit 4"]}, limits=LIMITS))
+    failing = await pool.run(RunJob(program={"argv": ["/bin/sh", "-c", "echo oops >&2; exit 4"]}, limits=LIMITS))
     assert failing.status == Status.RUNTIME_ERROR and failing.exit_code == 4, failing
     assert failing.stderr == "oops\n"
-    pwd = await pool.run(Job("run", program={"argv": ["/bin/sh", "-c", "pwd; id -u"]}, limits=LIMITS))
+    pwd = await pool.run(RunJob(program={"argv": ["/bin/sh", "-c", "pwd; id -u"]}, limits=LIMITS))
     assert pwd.status == Status.OK, pwd
     cwd, uid = pwd.stdout.split()
     assert cwd == "/scratch/c" and int(uid) > 0
@@ -344,6 +344,6 @@ async def test_closing_a_bubblewrap_pool_ends_its_processes() -> None:
 
 async def test_string_hashes_and_set_order_are_the_same_in_every_job(pool: SandboxPool) -> None:
     code = "print(hash('rewardbox'), list({'a', 'b', 'c', 'd', 'e', 'f'}))"
-    results = await asyncio.gather(*[pool.run(Job("run", program={"code": code})) for _ in range(6)])
+    results = await asyncio.gather(*[pool.run(RunJob(program={"code": code})) for _ in range(6)])
     assert all(r.status == Status.OK for r in results)
     assert len({r.stdout for r in results}) == 1

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from sandboxes import Job, Limits, Result, SandboxPool, SandboxSpec, Status
+from sandboxes import Job, JudgeJob, Limits, Result, RunJob, SandboxPool, SandboxSpec, Status
 
 from .pool_helpers import settle
 
@@ -51,7 +51,7 @@ async def run_timed(pool: SandboxPool, job: Job) -> tuple[Result, float]:
 
 
 def run_job(code: str, limits: Limits = LIMITS, **kw) -> Job:
-    return Job("run", program={"code": code}, limits=limits, **kw)
+    return RunJob(program={"code": code}, limits=limits, **kw)
 
 
 def assert_in_time(elapsed: float, job: Job) -> None:
@@ -936,9 +936,9 @@ def check(candidate):
 
 async def test_candidate_cannot_snoop_on_or_signal_the_judge(pool: SandboxPool) -> None:
     token = secrets.token_hex(16)
-    job = Job("judge", candidate={"code": SNOOPING_CANDIDATE, "module": "solution"},
-              judge={"kind": "assert", "entry_point": "add", "test_code": JUDGE_TEST.format(token=token)},
-              limits=LIMITS)
+    job = JudgeJob(candidate={"code": SNOOPING_CANDIDATE, "module": "solution"},
+                   judge={"kind": "assert", "entry_point": "add", "test_code": JUDGE_TEST.format(token=token)},
+                   limits=LIMITS)
     result, elapsed = await run_timed(pool, job)
     assert result.status == Status.OK, result
     assert result.error is None and result.spec_error is None, result
@@ -1255,9 +1255,9 @@ async def test_symlinks_and_fifos_left_by_a_job_do_not_trap_the_runner(pool: San
         report = report_of(r)
         assert (report["input"], report["data"], report["stdin"]) == ("fresh", "also fresh", "in"), report
         assert report["cwd"] == ["input.txt", "sub"], report
-        judged = Job("judge", candidate={"code": "def add(a, b):\n    return a + b\n"},
-                     judge={"kind": "function", "entry_point": "add", "cases": [{"args": [1, 2], "expected": 3}]},
-                     limits=LIMITS)
+        judged = JudgeJob(candidate={"code": "def add(a, b):\n    return a + b\n"},
+                          judge={"kind": "function", "entry_point": "add", "cases": [{"args": [1, 2], "expected": 3}]},
+                          limits=LIMITS)
         j, t = await run_timed(pool, judged)
         assert j.status == Status.OK and [e["passed"] for e in j.events if e["event"] == "case"] == [True], j
         assert_in_time(t, judged)

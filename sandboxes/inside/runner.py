@@ -31,6 +31,10 @@ Protocol with a zygote: {"id", "role", "uid", "cwd", "limits"} plus descriptors 
 whose id is not the job's, or a zygote that is gone, is a fault of the sandbox (SandboxFault): the job ends as
 sandbox_error, the runner says it is not ready and exits, and the host replaces the sandbox. A failure while
 starting a job (input that cannot be encoded, a file that cannot be written) ends that job alone.
+
+Protocol with the host: a request {"id", "op", "job"} (sandboxes/types.py, Job.to_wire) is answered by one reply
+record built by reply() below, whose keys are REPLY_KEYS; each key's type, meaning and origin is documented once,
+in sandboxes/types.py (Reply), which decodes them (Result.from_wire).
 """
 
 from __future__ import annotations
@@ -82,6 +86,24 @@ JOB_OOM_ADJ = 1000  # job processes; the runner, zygotes, judge and linter keep 
 # Lint jobs node_lint.py takes (eslint); the others are Python's (pylint). The runner is stdlib-only, so this mirrors
 # Language.linter of sandboxes/languages.py (tests/test_language_registry_units.py checks that they agree).
 ESLINT_LANGUAGES = ("javascript", "typescript")
+
+
+# The keys of a job's reply (documented in sandboxes/types.py, which cannot be imported here: this file is stdlib
+# only and runs in the sandbox; tests/test_protocol_units.py checks that both sides list the same keys).
+REPLY_KEYS = frozenset({
+    "status", "exit_code", "signal", "wall_ms", "cpu_ms", "peak_memory_kb", "stdout", "stderr", "stdout_truncated",
+    "stderr_truncated", "error", "events", "runs", "spec_error", "files", "usage", "trace", "timings", "files_kb",
+    "processes",
+})
+
+
+def reply(status: str, **fields: object) -> dict:
+    """A job's reply record. Every job's answer passes through here (Runner.handle), so a key the host does not
+    know is caught as a fault of ours rather than silently dropped on the host."""
+    unknown = fields.keys() - REPLY_KEYS
+    if unknown:
+        raise ValueError(f"undocumented reply keys {sorted(unknown)}")
+    return {"status": status, **fields}
 
 
 # ---------------------------------------------------------------------------------------------- job processes
@@ -540,8 +562,8 @@ class Runner:
         the job exhausted the sandbox's memory (only it and the machinery ran): that is the job's failure."""
         trace = traceback.format_exc()[-3000:]
         if self._oom_kills() > oom_before:
-            return {"status": "memory_limit", "error": "the job exhausted the sandbox's memory", "trace": trace}
-        return {"status": "sandbox_error", "error": fault, "trace": trace}
+            return reply("memory_limit", error="the job exhausted the sandbox's memory", trace=trace)
+        return reply("sandbox_error", error=fault, trace=trace)
 
     def reap(self) -> None:
         """Collect every exited child, including orphans we inherit as sub-reaper (daemons of jobs)."""
@@ -635,7 +657,10 @@ class Runner:
             return {"ok": True}
         if op == "health":
             return self.health_check()
-        job = msg.get("job") or {}
+        return reply(**self.job_reply(op, msg.get("job") or {}))
+
+    def job_reply(self, op: str | None, job: dict) -> dict:
+        """The answer to one job, as the op's own code builds it (handle checks its keys)."""
         limits = {**DEFAULT_LIMITS, **(job.get("limits") or {})}
         self.jobs_done += 1
         if op == "run":
@@ -648,7 +673,7 @@ class Runner:
             except (RuntimeError, OSError):  # the server did not start: a fork of the lint zygote lints it
                 pass
             if not self.lint_warm:
-                self.handle(conn, {"op": "warm_lint"})
+                self.handle(None, {"op": "warm_lint"})
             return self.run_job({"program": {"lint": True, "code": job["code"], "roots": job.get("roots")}}, limits,
                                 self.lint_zygote)
         if op == "judge":
@@ -665,7 +690,7 @@ class Runner:
             import session_exec
 
             return session_exec.session_job(self, job, limits)
-        return {"status": "sandbox_error", "error": f"unknown op {op!r}"}
+        return reply("sandbox_error", error=f"unknown op {op!r}")
 
     def accounted(self, job: dict, run) -> dict:
         """job["account"]: the result also carries "usage", everything the job's processes spent, counted as a
@@ -1028,19 +1053,18 @@ class Proc:
         exit_code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) and not self.spawn_error else None
         sig = os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else None
         oom = self.runner._oom_kills() > self.oom_before
-        status = self._classify(exit_code, sig, ex["cpu_ms"], oom)
-        res = {
-            "status": status,
-            "exit_code": exit_code,
-            "signal": sig,
-            "wall_ms": (self.ended - self.started) * 1000.0,
-            "cpu_ms": ex["cpu_ms"],
-            "peak_memory_kb": ex["maxrss_kb"],
-            "stdout": self.out.decode(errors="replace"),
-            "stderr": self.err.decode(errors="replace"),
-            "stdout_truncated": self.truncated["stdout"],
-            "stderr_truncated": self.truncated["stderr"],
-        }
+        res = reply(
+            self._classify(exit_code, sig, ex["cpu_ms"], oom),
+            exit_code=exit_code,
+            signal=sig,
+            wall_ms=(self.ended - self.started) * 1000.0,
+            cpu_ms=ex["cpu_ms"],
+            peak_memory_kb=ex["maxrss_kb"],
+            stdout=self.out.decode(errors="replace"),
+            stderr=self.err.decode(errors="replace"),
+            stdout_truncated=self.truncated["stdout"],
+            stderr_truncated=self.truncated["stderr"],
+        )
         if self.spawn_error:
             res["error"] = self.spawn_error
         return res
@@ -1119,19 +1143,18 @@ class CandidateSlot:
         runs = self.done
         first = runs[0] if runs else {}
         worst = next((r for r in runs if r["status"] != "ok"), first)
-        return {
-            "status": worst.get("status", "sandbox_error"),
-            "exit_code": worst.get("exit_code"),
-            "signal": worst.get("signal"),
-            "cpu_ms": sum(r["cpu_ms"] for r in runs),
-            "peak_memory_kb": max((r["peak_memory_kb"] for r in runs), default=0),
-            "stdout": first.get("stdout", ""),
-            "stderr": first.get("stderr", ""),
-            "stdout_truncated": any(r["stdout_truncated"] for r in runs),
-            "stderr_truncated": any(r["stderr_truncated"] for r in runs),
-            "processes": [{k: r[k] for k in ("status", "exit_code", "signal", "cpu_ms", "peak_memory_kb")}
-                          for r in runs],
-        }
+        return reply(
+            worst.get("status", "sandbox_error"),
+            exit_code=worst.get("exit_code"),
+            signal=worst.get("signal"),
+            cpu_ms=sum(r["cpu_ms"] for r in runs),
+            peak_memory_kb=max((r["peak_memory_kb"] for r in runs), default=0),
+            stdout=first.get("stdout", ""),
+            stderr=first.get("stderr", ""),
+            stdout_truncated=any(r["stdout_truncated"] for r in runs),
+            stderr_truncated=any(r["stderr_truncated"] for r in runs),
+            processes=[{k: r[k] for k in ("status", "exit_code", "signal", "cpu_ms", "peak_memory_kb")} for r in runs],
+        )
 
 
 def _wipe_owned(root: str, uid: int, keep: tuple[str, ...]) -> None:
