@@ -24,12 +24,12 @@ from typing import Any
 
 from sandboxes import Job, Limits, SandboxPool, Status
 
-from .efficiency import FULL, TESTS, EfficiencyReport, Runs, against_limits, against_reference
+from .efficiency import FULL, TESTS, ZERO, EfficiencyReport, Runs, against_limits, against_reference
 
 DEFAULT_ROUNDS = 2  # rounds always run; each costs one candidate and one reference run
-GRADED_ROUNDS = 5  # at least this many unless every per-round ratio already scores 1 (3 let one slow spell decide)
-MAX_ROUNDS = 7  # more rounds, up to this, until each program's lowest run is confirmed within AGREE
-AGREE = 0.05
+GRADED_ROUNDS = 2  # at least this many unless every per-round ratio already scores alike (1, or 0 on time)
+MAX_ROUNDS = 7  # more rounds, up to this, until each program's two lowest runs agree within AGREE
+AGREE = 0.03  # 5 % with the single lowest run as the estimate: one lull decided a score (see efficiency.py)
 DRIFT = 2.0  # reference CPU beyond calibration x DRIFT (or / DRIFT) is a drift; whole spells of x1.6 (a busy
 # neighbour core) were measured on these VMs, so a tighter bound turned ordinary load into null scores
 NOOP = {"code": "pass\n", "module": "solution"}
@@ -161,7 +161,7 @@ class EfficiencyGrader:
         programs = {name: {"code": c, "module": "solution"} for name, c in codes.items()}
         programs["noop"] = NOOP
         measure = {"programs": programs, "order": list(codes), "once": ["noop"], "rounds": rounds,
-                   "max_rounds": max(rounds, MAX_ROUNDS), "agree": AGREE, "full": FULL,
+                   "max_rounds": max(rounds, MAX_ROUNDS), "agree": AGREE, "full": FULL, "zero": ZERO,
                    "graded_rounds": max(rounds, GRADED_ROUNDS),
                    "points": work.points()}
         result = await self.pool.run(Job("measure", measure=measure, limits=limits))
