@@ -11,9 +11,10 @@ Inputs come from one measuring job: candidate and reference run the item's tests
                    raises both alike. But a single run can also meet a lull and come out well below its program's
                    level (next to a busy core: one reference run at 13.97 ms against 16.2-18.3 ms for its six
                    others, moving the score by 0.03), so one run alone never sets it: the two lowest must agree.
-                   2 rounds when every per-round ratio is <= 1.25 or >= 16 (all score alike on time), else 2 to 7,
-                   until each program's two lowest runs agree within 3 % (or 0.5 ms). The median of the per-round
-                   ratios is reported too (bench/efficiency_stability.py compares the two).
+                   1 round when its ratio is x1.15 inside a clip point (<= 1.25 / 1.15, >= 16 x 1.15), 2 when
+                   every per-round ratio is <= 1.25 or >= 16 (all score alike on time), else 3 to 7, until each
+                   program's two lowest runs agree within 3 % (or 0.5 ms); with scaling at least 2. The median
+                   of the per-round ratios is reported too (bench/efficiency_stability.py compares the two).
     time_score   = 1 if r <= 1.25, 0 if r >= 16 (or a timeout), else 1 - ln(r / 1.25) / ln(16 / 1.25)
     extra memory = median peak memory - the no-op program's (same sandbox, same way); a run's peak memory is its
                    processes' peak RSS plus what its files hold on the sandbox's tmpfs (memory all the same)
