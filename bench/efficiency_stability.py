@@ -6,8 +6,8 @@ Measured in the same run:
   stability   the same item (a candidate doing twice the reference's work, so its score sits in the graded range)
               scored --repeats times, idle and then with a CPU hog (`python -c "while True: pass"`) on the host:
               coefficient of variation of the candidate's wall time, CPU time and peak memory (its graded run),
-              of the time ratio (min/min, interleaved), of the median per-round ratio as an alternative, of the ratio
-              the old way (candidate and reference each run once, in separate jobs) and of the final score.
+              of the time ratio (two lowest runs each, interleaved), of the median per-round ratio as an alternative,
+              of the ratio the old way (candidate and reference each run once, in separate jobs) and of the final score.
   cost        quality: warm lint of distinct HumanEval programs (cache cold for each, linter warm), ms per rollout;
               efficiency: the efficiency stage's time over the program's own test run (tests stage), on HumanEval
               problems (reference = the canonical solution) and on the stability item.
@@ -153,7 +153,7 @@ async def main() -> None:
     for key, label in (("wall_ms", "wall time of the candidate's test run"), ("cpu_ms", "its CPU time"),
                        ("peak_kb", "its peak memory"), ("separate_ratio", "CPU ratio, separate jobs (old way)"),
                        ("median_round_ratio", "median per-round CPU ratio, interleaved (alternative)"),
-                       ("ratio", "time ratio used: min/min CPU, interleaved, same job"),
+                       ("ratio", "time ratio used: two-lowest means, interleaved, same job"),
                        ("score", "final efficiency score")):
         print(f"| {label} | {report['idle']['cv_' + key]:.2%} | {report['cpu_hog']['cv_' + key]:.2%} |")
     for cond in ("idle", "cpu_hog"):

@@ -24,12 +24,14 @@ from typing import Any
 from sandboxes import Limits, MeasureJob, Status
 from sandboxes.builds import JobRunner
 
-from .efficiency import FULL, TESTS, EfficiencyReport, Runs, against_limits, against_reference
+from .efficiency import FULL, TESTS, ZERO, EfficiencyReport, Runs, against_limits, against_reference
 
-DEFAULT_ROUNDS = 2  # rounds always run; each costs one candidate and one reference run
-GRADED_ROUNDS = 5  # at least this many unless every per-round ratio already scores 1 (3 let one slow spell decide)
-MAX_ROUNDS = 7  # more rounds, up to this, until each program's lowest run is confirmed within AGREE
-AGREE = 0.05
+DEFAULT_ROUNDS = 1  # rounds always run; each costs one candidate and one reference run
+GRADED_ROUNDS = 3  # at least this many unless every per-round ratio already scores alike (1, or 0 on time); 2 stopped
+# on two agreeing rounds that were off together (score 0.013 from the median on average, 0.005 with 5 rounds)
+MARGIN_ONE = 0.15  # one round settles a clipped score only this far (x1.15) inside the clip point
+MAX_ROUNDS = 7  # more rounds, up to this, until each program's two lowest runs agree within AGREE
+AGREE = 0.03  # 5 % with the single lowest run as the estimate: one lull decided a score (see efficiency.py)
 DRIFT = 2.0  # reference CPU beyond calibration x DRIFT (or / DRIFT) is a drift; whole spells of x1.6 (a busy
 # neighbour core) were measured on these VMs, so a tighter bound turned ordinary load into null scores
 NOOP = {"code": "pass\n", "module": "solution"}
@@ -92,9 +94,11 @@ class EfficiencyGrader:
                 return EfficiencyReport(None, reason=error)
             return against_limits(runs, timeout_s, memory_mb)
         key = work.key(reference)
+        # The complexity fit takes medians per size: never from a single round.
+        rounds = max(self.rounds, GRADED_ROUNDS) if work.scaling else self.rounds
         drift = ""
         for _attempt in range(2):
-            runs, error = await self._measure(work, {"candidate": code, "reference": reference}, limits, self.rounds)
+            runs, error = await self._measure(work, {"candidate": code, "reference": reference}, limits, rounds)
             if runs is None:
                 return EfficiencyReport(None, reason=error)
             if runs.failure("reference") or runs.failure("candidate"):
@@ -162,8 +166,8 @@ class EfficiencyGrader:
         programs = {name: {"code": c, "module": "solution"} for name, c in codes.items()}
         programs["noop"] = NOOP
         measure = {"programs": programs, "order": list(codes), "once": ["noop"], "rounds": rounds,
-                   "max_rounds": max(rounds, MAX_ROUNDS), "agree": AGREE, "full": FULL,
-                   "graded_rounds": max(rounds, GRADED_ROUNDS),
+                   "max_rounds": max(rounds, MAX_ROUNDS), "agree": AGREE, "full": FULL, "zero": ZERO,
+                   "margin_one": MARGIN_ONE, "graded_rounds": max(rounds, GRADED_ROUNDS),
                    "points": work.points()}
         result = await self.pool.run(MeasureJob(measure=measure, limits=limits))
         if result.status == Status.SANDBOX_ERROR:
