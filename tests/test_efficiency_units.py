@@ -86,15 +86,18 @@ NOOP = run("noop", 0, 5.0, 10_000)
 
 def test_against_a_reference_the_least_disturbed_runs_are_compared():
     slow = 12.5 * SPAN ** 0.5  # 1.25 * SPAN ** 0.5 times the reference's best: time score 0.5
+    # Each program's two lowest runs set its cost (one low run alone does not): the reference's 10 and 10, not its
+    # disturbed 14; the candidate's slow and slow, not its disturbed slow + 30.
     runs = Runs([NOOP, run("reference", 0, 10.0, 12_000), run("candidate", 0, slow + 30, 13_000),
-                 run("reference", 1, 14.0, 12_000), run("candidate", 1, slow, 13_000)])
+                 run("reference", 1, 10.0, 12_000), run("candidate", 1, slow, 13_000),
+                 run("reference", 2, 14.0, 12_000), run("candidate", 2, slow, 13_000)])
     report = against_reference(runs, None)
     assert report.time_score == pytest.approx(0.5)
     assert report.memory_score == 1.0  # 3000 KiB extra against 2000: within the slack
     assert report.complexity_factor == 1.0
     assert report.score == pytest.approx(0.65)
     assert report.inputs["time_ratio"] == round(slow / 10, 4)
-    assert report.inputs["round_ratios"] == [round((slow + 30) / 10, 4), round(slow / 14, 4)]
+    assert report.inputs["round_ratios"] == [round((slow + 30) / 10, 4), round(slow / 10, 4), round(slow / 14, 4)]
     assert report.inputs["extra_memory_kb"] == 3000 and report.inputs["reference_extra_memory_kb"] == 2000
     assert report.reason == ""
 
