@@ -57,6 +57,11 @@ CODE_LOADERS = {"marshal.loads", "marshal.load", "pickle.loads", "pickle.load", 
                 "runpy.run_module", "importlib.import_module", "code.interact", "code.InteractiveInterpreter"}
 PAYLOAD_CAP = 1 << 20  # bytes a folded payload may grow to (decompression bombs, "a" * 10**9)
 NESTING = 3  # payloads decoded from payloads, at most
+# Calls that make the Python scanner fold constants (and decode and scan payloads), by the last part of their name:
+# an alias is imported under that name, so it is in the source either way.
+FOLDING_CALLS = CODE_BUILTINS | {"getattr", "setattr", "delattr", "hasattr"} | {n.rsplit(".", 1)[-1]
+                                                                                 for n in CODE_LOADERS}
+QUICK_SCAN_CHARS = 4096
 
 
 def flags_for(language: str, code: str) -> list[str]:
@@ -65,6 +70,17 @@ def flags_for(language: str, code: str) -> list[str]:
     lang = LANGUAGES.get(language)
     scanner = SCANNERS.get(lang.flag_scanner) if lang and lang.flag_scanner else None
     return scanner(code) if scanner else []
+
+
+def scans_quickly(language: str, code: str) -> bool:
+    """Whether flags_for(language, code) is sure to take well under a millisecond: no scanner, or a short ASCII
+    Python source that calls nothing the scanner folds (folding may decode a payload of up to PAYLOAD_CAP and scan
+    it in turn). ASCII: identifiers are NFKC-normalised, so a full-width `exec` is exec."""
+    lang = LANGUAGES.get(language)
+    if lang is None or not lang.flag_scanner:
+        return True
+    return (lang.flag_scanner == "python" and len(code) < QUICK_SCAN_CHARS and code.isascii()
+            and not any(name in code for name in FOLDING_CALLS))
 
 
 def python_flags(code: str) -> list[str]:

@@ -18,7 +18,7 @@ from sandboxes.builds import JobRunner
 from sandboxes.languages import LANGUAGES
 
 from . import compiled
-from .flags import flags_for
+from .flags import flags_for, scans_quickly
 from .outcome import Outcome
 from .runs import ProgramRun, Runner
 from .verdicts import from_judge, from_runs
@@ -37,7 +37,10 @@ async def run_tests(pool: JobRunner, code: str, tests: Any, limits: Limits, lang
     The flags are computed here, from the source alone, and join every outcome: one that ended at load, in a
     hang, or as infra_error carries them as much as one that ran (graders/flags.py)."""
     run = ProgramRun(pool, LANGUAGES[language], code, tests, limits, builder, compile_timeout_s, account)
-    flags, outcome = await asyncio.gather(asyncio.to_thread(flags_for, language, code), _run(run))
+    if scans_quickly(language, code):  # in place: less than the hop to a thread and back
+        flags, outcome = flags_for(language, code), await _run(run)
+    else:  # in a thread, alongside the run, so that the event loop keeps serving meanwhile
+        flags, outcome = await asyncio.gather(asyncio.to_thread(flags_for, language, code), _run(run))
     outcome.flags = sorted(set(outcome.flags) | set(flags))
     return outcome
 
@@ -55,7 +58,7 @@ async def _run(run: ProgramRun) -> Outcome:
 
 
 async def _script(run: ProgramRun) -> Outcome:
-    runs = await asyncio.gather(_run_program(run, ""))
+    runs = [await _run_program(run, "")]
     return _accounted(from_runs(runs, None, None), runs)
 
 

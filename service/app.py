@@ -90,15 +90,7 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
     app.add_middleware(RequestCounter, metrics=metrics)
     if settings.token:
         app.add_middleware(BearerAuth, token=settings.token)  # added last: runs first
-    app.include_router(sandbox_fusion.router)
-    app.include_router(sandbox_fusion_datasets.router)
-    app.include_router(openrlhf.router)
-    app.include_router(rollouts.router)
-    app.include_router(dashboard.router)
-    app.include_router(repos.router)
-    app.include_router(session_router)
     app.state.repos = repos.repo_store(settings)
-    app.mount("/static", StaticFiles(directory=dashboard.STATIC), name="static")
 
     @app.exception_handler(Overloaded)
     async def overloaded(request: Request, exc: Overloaded) -> JSONResponse:
@@ -186,4 +178,14 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
             "sandbox": {"backend": snap["backend"], "image": executor.image_id, "pool_size": snap["size"]},
         }
 
+    # The routers after the app's own routes: routes are tried in order, and /reward, tried first, no longer waits
+    # for the dozen before it (~50 us a request). No two share a path.
+    app.include_router(sandbox_fusion.router)
+    app.include_router(sandbox_fusion_datasets.router)
+    app.include_router(openrlhf.router)
+    app.include_router(rollouts.router)
+    app.include_router(dashboard.router)
+    app.include_router(repos.router)
+    app.include_router(session_router)
+    app.mount("/static", StaticFiles(directory=dashboard.STATIC), name="static")
     return app

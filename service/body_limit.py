@@ -36,7 +36,8 @@ class BodyLimit:
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
-                message = await asyncio.wait_for(receive(), max(deadline - time.monotonic(), 0.0))
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.0)):
+                    message = await receive()  # under a timeout, not wait_for: no task per message
             except TimeoutError:
                 await self._answer(send, 408, f"the request body did not arrive within {self.timeout_s:g} s",
                                    close=True)

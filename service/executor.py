@@ -208,8 +208,11 @@ class LocalExecutor:
             results: list[ItemResult | None] = [
                 invalid_result(raw, c.item) if isinstance(c.item, Problem) else None
                 for raw, c in zip(items, parsed, strict=True)]
-            scored = await asyncio.gather(*(self._one(item, key, i, deadline, deadline_s, use_cache, ticket)
-                                            for (i, item), key in zip(valid, keys, strict=True)))
+            dumps = [c.dump for c in parsed if isinstance(c.item, RewardItem)]
+            ones = [self._one(item, key, dump, i, deadline, deadline_s, use_cache, ticket)
+                    for (i, item), key, dump in zip(valid, keys, dumps, strict=True)]
+            # A lone item is awaited here: a task of its own would only cost a turn of the event loop.
+            scored = [await ones[0]] if len(ones) == 1 else await asyncio.gather(*ones)
             for (i, _), result in zip(valid, scored, strict=True):
                 results[i] = result
         return [r for r in results if r is not None]
@@ -229,8 +232,9 @@ class LocalExecutor:
                 work.setdefault(key, item_work(item))
         return sum(work.values())
 
-    async def _one(self, item: RewardItem, key: str, index: int, deadline: float, deadline_s: float,
-                   use_cache: bool, ticket: Ticket) -> ItemResult:
+    async def _one(self, item: RewardItem, key: str, dump: dict[str, Any] | None, index: int, deadline: float,
+                   deadline_s: float, use_cache: bool, ticket: Ticket) -> ItemResult:
+        """dump: the item's JSON form (Checked.dump), stored with its rollout."""
         started = time.perf_counter()
         rollout_id = uuid.uuid4().hex
         if use_cache:
@@ -239,7 +243,7 @@ class LocalExecutor:
                 cached = await asyncio.shield(self._inflight[key])
             if cached is not None:
                 self.metrics.result_cache.labels("hit").inc()
-                return self._finish(item, as_hit(cached, item, rollout_id), started, None)
+                return self._finish(item, dump, as_hit(cached, item, rollout_id), None, started, None)
             self.metrics.result_cache.labels("miss").inc()
         future: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
         if use_cache:
@@ -256,7 +260,7 @@ class LocalExecutor:
                 del self._inflight[key]
             if not future.done():
                 future.cancel()
-        return self._finish(item, result, started, key if cacheable(result) else None)
+        return self._finish(item, dump, result, payload, started, key if cacheable(result) else None)
 
     async def _score(self, item: RewardItem, rollout_id: str, deadline: float, deadline_s: float,
                      ticket: Ticket) -> ItemResult:
@@ -273,9 +277,11 @@ class LocalExecutor:
         result.details.setdefault("timings", {})["queue_ms"] = round(waited_ms, 3)
         return result
 
-    def _finish(self, item: RewardItem, result: ItemResult, started: float, key: str | None) -> ItemResult:
+    def _finish(self, item: RewardItem, dump: dict[str, Any] | None, result: ItemResult,
+                payload: dict[str, Any] | None, started: float, key: str | None) -> ItemResult:
+        """dump, payload: the item's and the result's JSON forms where the caller has them already."""
         self.metrics.observe_item(result, time.perf_counter() - started)
         if self.store is not None:
-            self.store.add(item.model_dump(mode="json"), result.model_dump(mode="json"), self.image_id,
-                           self.versions, cache_key=key)
+            self.store.add(dump or item.model_dump(mode="json"), payload or result.model_dump(mode="json"),
+                           self.image_id, self.versions, cache_key=key)
         return result

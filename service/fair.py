@@ -82,7 +82,8 @@ class FairSlots:
         self._waiting += 1
         self._grant()
         try:
-            await asyncio.wait_for(future, timeout_s) if timeout_s is not None else await future
+            if not future.done():  # granted at once: no timer, no turn of the event loop
+                await asyncio.wait_for(future, timeout_s) if timeout_s is not None else await future
             return True
         except TimeoutError:
             return False

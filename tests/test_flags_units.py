@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from graders.flags import flags_for, js_flags, python_flags
+from graders.flags import QUICK_SCAN_CHARS, flags_for, js_flags, python_flags, scans_quickly
 
 B64_EXIT = base64.b64encode(b"import os; os._exit(0)").decode()
 
@@ -72,3 +72,18 @@ def test_javascript_flags(code, flags):
 ])
 def test_each_language_gets_its_own_scanner(language, code, flags):
     assert flags_for(language, code) == flags
+
+
+@pytest.mark.parametrize(("language", "code", "quick"), [
+    ("python", "def f(x):\n    return x + 1\n", True),
+    ("rust", "fn main() {}", True),  # no scanner: nothing to do
+    ("python", "import zlib\nexec(zlib.decompress(b'x'))\n", False),  # a payload is decoded and scanned
+    ("python", "from marshal import loads as l\nl(b'')\n", False),  # an alias names its original too
+    ("python", "getattr(x, 'ab' * 9)\n", False),  # folded
+    ("python", "\uff45\uff58\uff45\uff43('x = 1')\n", False),  # full-width exec: exec once parsed
+    ("python", "x = 1\n" * (QUICK_SCAN_CHARS // 6 + 1), False),
+    ("javascript", "let x = 1;", False),  # its scanner walks the source in Python, character by character
+])
+def test_only_sources_whose_scan_is_bounded_and_short_are_scanned_in_place(language, code, quick):
+    """Scanned in place, on the event loop (graders/tests.py): it must not be able to take long."""
+    assert scans_quickly(language, code) is quick
