@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from service.store import WRITE_DELAY_S, RolloutStore
+from service.store import RolloutStore
 
 TESTS = {"kind": "assert", "test_code": "assert f(1) == 2\nassert f(2) == 4\n"}
 
@@ -91,37 +91,6 @@ def test_store_survives_a_restart(tmp_path):
     again = RolloutStore(path)
     assert again.get("abc")["result"]["reward"] == 1.0
     again.close()
-
-
-def test_rollouts_queued_under_an_event_loop_are_read_at_once_and_written_soon_after(tmp_path):
-    import asyncio
-    import sqlite3
-
-    path = tmp_path / "r.sqlite3"
-    store = RolloutStore(path)
-
-    def in_file() -> int:
-        with sqlite3.connect(path) as other:
-            return other.execute("SELECT COUNT(*) FROM rollouts").fetchone()[0]
-
-    async def score() -> tuple[int, dict, int]:
-        for i in range(3):
-            store.add({"code": "x"}, {"rollout_id": f"r{i}", "status": "passed"}, "img", {}, cache_key=f"k{i}")
-        queued, found = in_file(), store.cached(["k1", "k9"], 60)
-        await asyncio.sleep(WRITE_DELAY_S * 4)
-        return queued, found, in_file()
-
-    queued, found, written = asyncio.run(score())
-    assert queued == 0 and list(found) == ["k1"] and found["k1"]["rollout_id"] == "r1" and written == 3
-
-    async def one_more() -> None:
-        store.add({"code": "x"}, {"rollout_id": "r3", "status": "failed"}, "img", {})
-        assert store.get("r3")["status"] == "failed"  # a read writes the queue first
-        store.add({"code": "x"}, {"rollout_id": "r4", "status": "failed"}, "img", {})
-
-    asyncio.run(one_more())
-    store.close()  # writes r4, whose loop is gone
-    assert in_file() == 5
 
 
 def test_cli_lists_replays_and_exports(api, server, tmp_path):
