@@ -3,23 +3,14 @@ SQLite file (WAL; survives restarts). Newest first, cursor pagination by inserti
 retention by count. A scored (not cached) verdict also keeps its result-cache key, so that after a crash a client
 that posts its batch again gets what was already scored from here instead of running it twice.
 
-Under an event loop, `add` queues its row and the loop writes what is queued WRITE_DELAY_S later, in one
-transaction: a commit (~0.1 ms here) no longer sits between a result and its response, and a burst of results is
-one commit, not one each. Every read and close() writes what is queued first (cached() reads the queue itself), so
-the store answers as if each row had been written at once; only a crash can lose what WRITE_DELAY_S holds, which a
-client posting again gets scored anew.
-
 Store is what the routes (service/rollouts.py) and the dashboard (service/dashboard.py) ask of a rollout store;
 RolloutStore here and the Redis store of distributed mode (service/redis_store.py) both provide it."""
 
 from __future__ import annotations
 
-import asyncio
-import atexit
 import builtins
 import json
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,10 +32,6 @@ from .rollout_summary import (
 )
 
 FIELD_CAP = 64 << 10  # per string of a stored result (the request is kept whole: replay needs it exactly)
-TRUNCATED = "[truncated by the rollout store]"  # a capped string ends with it (a stored result that was capped)
-WRITE_DELAY_S = 0.005
-INSERT = ("INSERT OR REPLACE INTO rollouts (id, client_id, created_at, status, language, profile, reward, request,"
-          " result, image, versions, cache_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS rollouts (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -108,7 +95,7 @@ def default_path() -> Path:
 
 def capped(value: Any) -> Any:
     if isinstance(value, str) and len(value) > FIELD_CAP:
-        return value[:FIELD_CAP] + "\n" + TRUNCATED
+        return value[:FIELD_CAP] + "\n[truncated by the rollout store]"
     if isinstance(value, dict):
         return {k: capped(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -142,70 +129,37 @@ class RolloutStore:
                         "NOT NULL")
         self._writes = 0
         self._columns = [d[0] for d in self.db.execute("SELECT * FROM rollouts LIMIT 0").description]
-        self._queued: list[tuple[Any, ...]] = []  # rows added and not written yet (see the module docstring)
-        self._lock = threading.Lock()  # the queue and the writes: export pages are read from a thread
-        _open.add(self)
 
     def add(self, request: dict[str, Any], result: dict[str, Any], image: str, versions: dict[str, str],
             cache_key: str | None = None) -> None:
-        """cache_key: set for a verdict that may answer an identical item later (see cached()). Encoded now;
-        written at once without an event loop, else WRITE_DELAY_S later (with whatever else is queued)."""
-        row = (result["rollout_id"], result.get("id"), time.time(), result["status"], request.get("language"),
-               result.get("profile"), result.get("reward"), json.dumps(request), json.dumps(capped(result)), image,
-               json.dumps(versions), cache_key)
-        with self._lock:
-            self._queued.append(row)
-            first = len(self._queued) == 1
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.flush()
-            return
-        if first:
-            loop.call_later(WRITE_DELAY_S, self.flush)
-
-    def flush(self) -> None:
-        """Write every queued row, in one transaction."""
-        with self._lock:
-            rows, self._queued = self._queued, []
-            if not rows:
-                return
-            self.db.execute("BEGIN")
-            try:
-                self.db.executemany(INSERT, rows)
-                before, self._writes = self._writes, self._writes + len(rows)
-                if self._writes // 1000 > before // 1000 or self.retention < 1000:
-                    self.db.execute("DELETE FROM rollouts WHERE seq <= (SELECT MAX(seq) FROM rollouts) - ?",
-                                    (self.retention,))
-                self.db.execute("COMMIT")
-            except BaseException:
-                if self.db.in_transaction:
-                    self.db.execute("ROLLBACK")
-                raise
+        """cache_key: set for a verdict that may answer an identical item later (see cached())."""
+        self.db.execute(
+            "INSERT OR REPLACE INTO rollouts (id, client_id, created_at, status, language, profile, reward, request,"
+            " result, image, versions, cache_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (result["rollout_id"], result.get("id"), time.time(), result["status"], request.get("language"),
+             result.get("profile"), result.get("reward"), json.dumps(request), json.dumps(capped(result)), image,
+             json.dumps(versions), cache_key),
+        )
+        self._writes += 1
+        if self._writes % 1000 == 0 or self.retention < 1000:
+            self.db.execute("DELETE FROM rollouts WHERE seq <= (SELECT MAX(seq) FROM rollouts) - ?", (self.retention,))
 
     def cached(self, keys: list[str], max_age_s: float) -> dict[str, dict[str, Any]]:
         """The newest stored verdict per cache key, no older than max_age_s (the result cache's TTL). Results are
         stored whole up to FIELD_CAP per string; one that was capped is not reused (it would not be the same)."""
         found: dict[str, dict[str, Any]] = {}
         since = time.time() - max_age_s
-        with self._lock:  # the queued rows are newer than the written ones: read after them
-            queued = [(row[11], row[8]) for row in self._queued if row[11] is not None and row[2] >= since]
-            for i in range(0, len(keys), 500):
-                chunk = keys[i:i + 500]
-                rows = self.db.execute(
-                    f"SELECT cache_key, result FROM rollouts WHERE cache_key IN ({','.join('?' * len(chunk))})"
-                    " AND created_at >= ? ORDER BY seq", (*chunk, since)).fetchall()
-                for key, result in rows:
-                    if TRUNCATED not in result:
-                        found[key] = json.loads(result)
-        wanted = set(keys)
-        for key, result in queued:
-            if key in wanted and TRUNCATED not in result:
-                found[key] = json.loads(result)
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            rows = self.db.execute(
+                f"SELECT cache_key, result FROM rollouts WHERE cache_key IN ({','.join('?' * len(chunk))})"
+                " AND created_at >= ? ORDER BY seq", (*chunk, since)).fetchall()
+            for key, result in rows:
+                if "[truncated by the rollout store]" not in result:
+                    found[key] = json.loads(result)
         return found
 
     def get(self, rollout_id: str) -> dict[str, Any] | None:
-        self.flush()
         row = self.db.execute("SELECT * FROM rollouts WHERE id = ?", (rollout_id,)).fetchone()
         return self._row(row) if row else None
 
@@ -232,7 +186,6 @@ class RolloutStore:
     def list(self, status: str | None = None, failed: bool = False, language: str | None = None,
              since: float | None = None, limit: int = 100, cursor: int | None = None
              ) -> tuple[list[dict[str, Any]], int | None]:
-        self.flush()
         where, args = self._where(status, failed, language, since, cursor)
         query = f"SELECT * FROM rollouts{where} ORDER BY seq DESC LIMIT ?"
         rows = self.db.execute(query, (*args, limit + 1)).fetchall()
@@ -264,7 +217,6 @@ class RolloutStore:
     def summary(self, window: int = SUMMARY_WINDOW) -> Summary:
         """The dashboard's figures over the newest `window` rollouts, in SQL (summary_of_records says the same in
         Python)."""
-        self.flush()
         db = self.db
         recent = f"(SELECT * FROM rollouts ORDER BY seq DESC LIMIT {int(window)})"
         per_minute = db.execute(
@@ -293,15 +245,4 @@ class RolloutStore:
         )
 
     def close(self) -> None:
-        self.flush()
-        _open.discard(self)
         self.db.close()
-
-
-_open: set[RolloutStore] = set()  # not closed yet (held here, not dropped unwritten): written at exit
-
-
-@atexit.register
-def _flush_open_stores() -> None:
-    for store in list(_open):
-        store.flush()
