@@ -109,9 +109,9 @@ def _print_replay(replay: dict) -> None:
 
 
 async def _replay_local(rollout_id: str) -> dict:
-    from sandboxes import SandboxPool, choose_backend
     from sandboxes.image import use_cache_dir
 
+    from .config import sandbox_pool
     from .models import RewardItem
     from .replay import compare
     from .scoring import Scorer
@@ -119,12 +119,13 @@ async def _replay_local(rollout_id: str) -> dict:
 
     settings = _settings()
     use_cache_dir(settings.cache_dir)
+    if settings.db_file is None:
+        raise CliError("replay --local reads the rollout store, and REWARDBOX_DB=off turns it off")
     store = RolloutStore(settings.db_file)
     record = store.get(rollout_id)
     if record is None:
         sys.exit(f"no rollout {rollout_id} in {store.path}")
-    backend = choose_backend(settings.backend, image=settings.image or None)
-    async with SandboxPool(backend, size=1, max_jobs=settings.sandbox_max_jobs) as pool:
+    async with sandbox_pool(settings, size=1) as pool:
         scorer = Scorer(pool, settings, store=store)
         result = (await scorer.score(RewardItem.model_validate(record["request"]))).model_dump(mode="json")
         same = record["image"] == scorer.image_id and record["versions"] == scorer.versions

@@ -174,10 +174,11 @@ def variable(field: str) -> str:
     return name if name.startswith(PREFIX) else PREFIX + name
 
 
-def sandbox_pool(settings: Settings) -> SandboxPool:
-    """The warm pool a service scores on (embedded API, worker), as its settings say; not started."""
+def sandbox_pool(settings: Settings, size: int | None = None) -> SandboxPool:
+    """The warm pool a service scores on (embedded API, worker, `replay --local`), as its settings say (size:
+    instead of REWARDBOX_POOL_SIZE); not started."""
     backend = choose_backend(settings.backend, image=settings.image or None)
-    return SandboxPool(backend, size=settings.pool_size or None, max_jobs=settings.sandbox_max_jobs)
+    return SandboxPool(backend, size=size or settings.pool_size or None, max_jobs=settings.sandbox_max_jobs)
 
 
 def env_table() -> str:

@@ -16,8 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from sandboxes.image import cache_dir
-
 from .models import COMPONENTS
 from .rollout_summary import (
     FAILURES,
@@ -88,11 +86,6 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-def default_path() -> Path:
-    """In the cache folder (the service sets it: REWARDBOX_CACHE); a service passes its REWARDBOX_DB."""
-    return cache_dir() / "rollouts.sqlite3"
-
-
 def capped(value: Any) -> Any:
     if isinstance(value, str) and len(value) > FIELD_CAP:
         return value[:FIELD_CAP] + "\n[truncated by the rollout store]"
@@ -115,8 +108,9 @@ def export_pages(list_page: Callable[..., tuple[list[dict[str, Any]], Any]], **f
 
 
 class RolloutStore:
-    def __init__(self, path: str | Path | None = None, retention: int = 1_000_000) -> None:
-        self.path = Path(path) if path else default_path()
+    def __init__(self, path: str | Path, retention: int = 1_000_000) -> None:
+        """path: the SQLite file (a service's is Settings.db_file)."""
+        self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.retention = retention
         self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
