@@ -43,6 +43,8 @@ from .session_rpc import SessionServer
 from .sessions import SessionManager
 
 log = logging.getLogger("rewardbox.worker")
+MAX_DELIVERIES = 3  # a job whose worker died this many times is answered infra_error rather than tried again
+DEAD_AFTER_S = 3600  # a consumer with nothing pending and no activity this long belongs to a dead worker
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,6 @@ class Delivery:
     job_id: str
     envelope: Envelope
     data: str
-MAX_DELIVERIES = 3  # a job whose worker died this many times is answered infra_error rather than tried again
-DEAD_AFTER_S = 3600  # a consumer with nothing pending and no activity this long belongs to a dead worker
 
 
 class Worker:
