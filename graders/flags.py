@@ -59,8 +59,8 @@ PAYLOAD_CAP = 1 << 20  # bytes a folded payload may grow to (decompression bombs
 NESTING = 3  # payloads decoded from payloads, at most
 # Calls that make the Python scanner fold constants (and decode and scan payloads), by the last part of their name:
 # an alias is imported under that name, so it is in the source either way.
-FOLDING_CALLS = CODE_BUILTINS | {"getattr", "setattr", "delattr", "hasattr"} | {n.rsplit(".", 1)[-1]
-                                                                                 for n in CODE_LOADERS}
+ATTRIBUTE_CALLS = {"getattr", "setattr", "delattr", "hasattr"}  # their name argument is folded (visit_getattr)
+FOLDING_CALLS = CODE_BUILTINS | ATTRIBUTE_CALLS | {n.rsplit(".", 1)[-1] for n in CODE_LOADERS}
 QUICK_SCAN_CHARS = 4096
 
 
@@ -164,7 +164,7 @@ class _Scanner:
             self.scan_payload(node)
         elif dotted in {"__import__", "builtins.__import__"} and node.args:
             self.imported(node.args[0])
-        elif name in {"getattr", "setattr", "delattr", "hasattr"} and len(node.args) >= 2:
+        elif name in ATTRIBUTE_CALLS and len(node.args) >= 2:
             self.visit_getattr(node)
 
     def visit_getattr(self, node: ast.Call) -> None:
