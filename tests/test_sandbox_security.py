@@ -192,6 +192,31 @@ async def test_fork_bomb_leaving_the_process_group_is_stopped_and_cleaned_up(poo
     await assert_nothing_left(pool, result.sandbox_id)
 
 
+# Busy processes outside the job's process group and session, as many as nproc allows: on a 2-core box they outnumber
+# the runner and its zygotes 60 to 1 for the CPU, so the deadline's kill and its report must not wait on the scheduler.
+BUSY_ESCAPED_CHILDREN = r"""
+import os
+for _ in range(60):
+    try:
+        if os.fork() == 0:
+            os.setsid()
+            while True:
+                pass
+    except OSError:
+        break
+while True:
+    pass
+"""
+
+
+async def test_busy_processes_leaving_the_session_do_not_delay_the_deadline(pool: SandboxPool) -> None:
+    job = run_job(BUSY_ESCAPED_CHILDREN)
+    result, elapsed = await run_timed(pool, job)
+    assert result.status == Status.TIMEOUT, result
+    assert_in_time(elapsed, job)
+    await assert_nothing_left(pool, result.sandbox_id)
+
+
 THREAD_BOMB = r"""
 import threading, time
 started = 0

@@ -82,6 +82,11 @@ MEMORY_MARKERS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory", 
 JUDGE_MEMORY_MB = 2048
 SPAWN_FAILED = 125
 ACCEPT_TIMEOUT_S = 15.0  # the host connects within milliseconds of the socket appearing
+# Job processes (and the judge and linters, which handle the program) run at nice 10: in a container, where the
+# scheduler shares the CPU by weight, the runner and its zygotes (nice 0) then still get the CPU promptly when a job
+# keeps up to nproc processes busy, so a deadline is enforced on time. A job cannot lower it again (no
+# CAP_SYS_NICE). CPU time, which efficiency is scored on, does not depend on it.
+JOB_NICE = 10
 JOB_OOM_ADJ = 1000  # job processes; the runner, zygotes, judge and linter keep the sandbox's own (lowest) score
 # Lint jobs node_lint.py takes (eslint); the others are Python's (pylint). The runner is stdlib-only, so this mirrors
 # Language.linter of sandboxes/languages.py (tests/test_language_registry_units.py checks that they agree).
@@ -118,6 +123,7 @@ def enter_job(uid: int, limits: dict, cwd: str, oom_adj: int | None = None) -> N
     os.setsid()
     if oom_adj is not None:
         _set_oom_adj(oom_adj)
+    os.setpriority(os.PRIO_PROCESS, 0, JOB_NICE)
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
@@ -600,19 +606,7 @@ class Runner:
         pid = self._fork()
         if pid == 0:
             try:
-                os.setgroups([])
-                os.setresgid(uid, uid, uid)
-                os.setresuid(uid, uid, uid)
-                # kill(-1)'s return value says nothing here (it reports success whenever other processes
-                # exist, signalled or not), so look in /proc until no process of this uid is left.
-                for _ in range(2000):
-                    try:
-                        os.kill(-1, signal.SIGKILL)
-                    except OSError:
-                        pass
-                    if not _pids_of_uid(uid, zombies=True):
-                        break
-                    time.sleep(0.0005)  # killed ones linger as zombies until the runner reaps them
+                _kill_every_process_as(uid, zombies=True)
                 home = self.dirs[uid]
                 if os.stat(home).st_uid == uid:
                     os.chmod(home, 0o700)
@@ -623,6 +617,19 @@ class Runner:
                 os._exit(1)
         status = self._wait_child(pid, 5.0)
         return status == 0 and not _pids_of_uid(uid)
+
+    def stop_uid(self, uid: int) -> None:
+        """Kill every process of uid now, before the job's result is assembled: what a job forks out of its
+        process group (setsid) would otherwise keep competing for the CPU with the runner until the clean-up that
+        follows the reply. The clean-up still checks and wipes."""
+        pid = self._fork()
+        if pid == 0:
+            try:
+                _kill_every_process_as(uid, zombies=False)
+                os._exit(0)
+            except BaseException:  # noqa: BLE001
+                os._exit(1)
+        self._wait_child(pid, 5.0)
 
     # -- zygote calls
 
@@ -901,6 +908,25 @@ class Runner:
         return self.wait_exit(self.judge_zygote, job_id, 10.0).get("status")
 
 
+def _kill_every_process_as(uid: int, zombies: bool) -> None:
+    """In a forked child of the runner: become uid and SIGKILL every process of it. kill(-1) from within the uid
+    reaches every process of it in one pass of the kernel's task list, so a fork racing it either is signalled
+    or fails. With zombies, also wait until the runner has reaped them."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    # kill(-1)'s return value says nothing here (it reports success whenever other processes exist, signalled or
+    # not), so look in /proc until no process of this uid is left.
+    for _ in range(2000):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        if not _pids_of_uid(uid, zombies=zombies):
+            return
+        time.sleep(0.0005)  # killed ones linger as zombies until the runner reaps them
+
+
 def _kill_quietly(pid: int) -> None:
     for target in (-pid, pid):
         try:
@@ -1023,6 +1049,7 @@ class Proc:
             self.killed_for = reason
         if self.pid:
             _kill_quietly(self.pid)
+            self.runner.stop_uid(self.uid)  # its escaped descendants too (a Proc's uid runs nothing else)
 
     def wait_until(self, deadline: float) -> None:
         """Pump until the process exits and its pipes are drained, killing it at the deadline."""
