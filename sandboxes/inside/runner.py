@@ -1049,7 +1049,8 @@ class Proc:
             self.killed_for = reason
         if self.pid:
             _kill_quietly(self.pid)
-            self.runner.stop_uid(self.uid)  # its escaped descendants too (a Proc's uid runs nothing else)
+            if self.killed_for != "ok":  # not the routine end of a judge's candidate: the clean-up suffices there
+                self.runner.stop_uid(self.uid)  # its escaped descendants too (a Proc's uid runs nothing else)
 
     def wait_until(self, deadline: float) -> None:
         """Pump until the process exits and its pipes are drained, killing it at the deadline."""
