@@ -788,6 +788,9 @@ KINDS = {"assert": judge_assert, "function": judge_function, "pytest": judge_pyt
 
 def main(spec: dict, vsock: socket.socket, to_fd: int, from_fd: int, cand_pid: int, case_timeout: float) -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a candidate closing its end gets EPIPE here, not our death
+    if not cand_pid:  # the runner set us up while the candidate's zygote set it up: its pid comes as a frame
+        frame = wire.recv(vsock)
+        cand_pid = int(frame["pid"]) if isinstance(frame, dict) else 0
     chan = Channel(vsock, to_fd, from_fd, cand_pid, case_timeout)
     rep = Reporter(vsock, chan)
     done: dict = {"event": "done"}
