@@ -600,8 +600,8 @@ class Runner:
 
     def clean_uid(self, uid: int) -> bool:
         """Kill every process of uid and wipe the files it owns. True when nothing is left behind."""
-        if (uid == self.cand_uid and not _pids_of_uid(uid) and all(_empty(root) for root in SHARED_ROOTS)
-                and _empty(self.dirs[uid])):
+        if (uid == self.cand_uid and all(_empty(root) for root in SHARED_ROOTS) and _empty(self.dirs[uid])
+                and not _pids_of_uid(uid)):  # the directory checks first: they are the cheaper ones
             return True  # nothing running, nothing written: no cleaner needed (the common case)
         pid = self._fork()
         if pid == 0:
@@ -1325,25 +1325,32 @@ def _empty(path: str) -> bool:
 
 
 def _pids_of_uid(uid: int, zombies: bool = False) -> list[int]:
+    """Every process whose real uid is uid, from /proc/PID/status (not the owner of /proc/PID, which a process
+    that makes itself non-dumpable turns into root). os-level reads of bytes: the runner scans after every job,
+    and text files cost it ~3x the CPU."""
     pids = []
     me = str(os.getpid())
     for name in os.listdir("/proc"):
         if not name.isdigit() or name == me:
             continue
         try:
-            with open(f"/proc/{name}/status") as f:
-                text = f.read()
+            fd = os.open(f"/proc/{name}/status", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             continue
-        state = uid_line = ""
-        for line in text.splitlines():
-            if line.startswith("State:"):
+        try:
+            text = os.read(fd, 4096)  # State and Uid are among the first lines (Name: escapes newlines)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        state = b""
+        for line in text.split(b"\n"):
+            if line.startswith(b"State:"):
                 state = line.split()[1]
-            elif line.startswith("Uid:"):
-                uid_line = line
+            elif line.startswith(b"Uid:"):
+                if int(line.split()[1]) == uid and (zombies or state != b"Z"):
+                    pids.append(int(name))
                 break
-        if uid_line and int(uid_line.split()[1]) == uid and (zombies or state != "Z"):
-            pids.append(int(name))
     return pids
 
 
