@@ -219,9 +219,12 @@ class Channel:
 
     def cpu_ns(self) -> int:
         """On-CPU time of the candidate's main thread, from the kernel (schedstat): per-case information."""
-        try:
-            with open(f"/proc/{self.pid}/schedstat") as f:
-                return int(f.read().split()[0])
+        try:  # os-level: read twice per case, a text file costs the judge ~3x the CPU
+            fd = os.open(f"/proc/{self.pid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                return int(os.read(fd, 256).split()[0])
+            finally:
+                os.close(fd)
         except (OSError, ValueError, IndexError):
             return 0
 
