@@ -600,8 +600,8 @@ class Runner:
 
     def clean_uid(self, uid: int) -> bool:
         """Kill every process of uid and wipe the files it owns. True when nothing is left behind."""
-        if (uid == self.cand_uid and not _pids_of_uid(uid) and all(_empty(root) for root in SHARED_ROOTS)
-                and _empty(self.dirs[uid])):
+        if (uid == self.cand_uid and all(_empty(root) for root in SHARED_ROOTS) and _empty(self.dirs[uid])
+                and not _pids_of_uid(uid)):  # the directory checks first: they are the cheaper ones
             return True  # nothing running, nothing written: no cleaner needed (the common case)
         pid = self._fork()
         if pid == 0:
@@ -635,12 +635,17 @@ class Runner:
 
     def spawn(self, zygote: Zygote, req: dict, fds: list[int]) -> tuple[int, dict]:
         """Ask a zygote for a process; returns (job id, its first reply). The fds are closed here either way."""
+        job_id = self.request_spawn(zygote, req, fds)
+        return job_id, zygote.reply(job_id)
+
+    def request_spawn(self, zygote: Zygote, req: dict, fds: list[int]) -> int:
+        """Send a zygote a spawn request without waiting for its reply (zygote.reply(job id) collects it), so that
+        two zygotes can set up their processes at the same time. The fds are closed here either way."""
         try:
-            job_id = zygote.send(req, fds)
+            return zygote.send(req, fds)
         finally:
             for fd in fds:
                 os.close(fd)
-        return job_id, zygote.reply(job_id)
 
     def wait_exit(self, zygote: Zygote, job_id: int, timeout: float) -> dict:
         """The zygote's exit report for job_id (its process was killed or is about to end)."""
@@ -796,14 +801,23 @@ class Runner:
         files_before, files_peak = usage.files_written_kb(), 0  # tmpfs pages the job holds (usage.py)
         cand = CandidateSlot(self, {**limits, "cpu_s": limits["total_s"]}, job["candidate"])
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        to_cand, from_cand = cand.spawn()
-        marks = {"candidate_spawned_ms": (time.monotonic() - started) * 1000}
+        # Both processes are set up at the same time, each by its own zygote; the judge learns the candidate's pid
+        # on the verdict socket once the zygote has said it (judge.main).
+        to_cand, from_cand = cand.spawn(wait=False)
         if job["judge"].get("kind") == "pytest":  # the only judge that writes files (its test module, tmp)
             self.used_uids.add(self.judge_uid)
-        judge = self.start_judge(job, limits, theirs, [to_cand, from_cand], cand.pid)
+        judge_id = self.request_judge(job, limits, theirs, [to_cand, from_cand])
         theirs.close()
         os.close(to_cand)
         os.close(from_cand)
+        cand.spawned()
+        marks = {"candidate_spawned_ms": (time.monotonic() - started) * 1000}
+        judge = self.judge_spawned(judge_id)
+        if judge[2]:
+            try:
+                wire.send(ours, {"pid": cand.pid})
+            except OSError:
+                pass  # the judge is gone already: its channel's end says so below
         events: list[dict] = []
         done: dict | None = None
         judge_error = None
@@ -841,9 +855,12 @@ class Runner:
             if reader.eof and done is None:
                 judge_error = "judge exited without a verdict"
                 break
-        cand.finish_current("ok")
         # A judge that closed its socket is exiting on its own: its own exit status says how, not our kill.
-        status = self.end_judge(*judge, exiting=bool(judge_error and judge_error != "timeout"))
+        exiting = bool(judge_error and judge_error != "timeout")
+        if judge[2] and not exiting:
+            _kill_quietly(judge[1])  # now, so that both processes end at the same time
+        cand.finish_current("ok")
+        status = self.end_judge(*judge, exiting=exiting, killed=not exiting)
         if _pids_of_uid(self.judge_uid):  # the judge left processes: the full clean-up, as for any job uid
             self.used_uids.add(self.judge_uid)
         ours.close()
@@ -881,30 +898,37 @@ class Runner:
             return "memory_limit", "the program exhausted the sandbox's memory (the judge was OOM-killed)"
         return "sandbox_error", f"{why} (judge status {status})"
 
-    def start_judge(self, job: dict, limits: dict, vsock: socket.socket, chan: list[int],
-                    cand_pid: int) -> tuple[int, int, bool]:
-        """The judge process of a judge job, from the judge zygote: (job id, pid, whether it runs). Its own copies
-        of vsock and chan are made here; the caller keeps and closes its own."""
+    def request_judge(self, job: dict, limits: dict, vsock: socket.socket, chan: list[int]) -> int:
+        """Ask the judge zygote for the judge process of a judge job; judge_spawned(job id) collects the answer.
+        Its own copies of vsock and chan are made here; the caller keeps and closes its own. cand_pid 0: the
+        candidate's pid follows on vsock, as the first frame (judge.main)."""
         judge_limits = {**limits, "memory_mb": max(JUDGE_MEMORY_MB, int(limits["memory_mb"])),
                         "cpu_s": float(limits["total_s"]) + 1, "nproc": 16, "nofile": 256}
-        payload = {"spec": job["judge"], "cand_pid": cand_pid, "case_timeout": float(limits["wall_s"])}
+        payload = {"spec": job["judge"], "cand_pid": 0, "case_timeout": float(limits["wall_s"])}
         devnull = os.open(os.devnull, os.O_RDWR)
         fds = [devnull, os.dup(devnull), os.dup(devnull), os.dup(vsock.fileno()), *map(os.dup, chan),
                write_payload(payload)]
         req = {"role": "judge", "uid": self.judge_uid, "cwd": self.dirs[self.judge_uid], "limits": judge_limits}
-        job_id, reply = self.spawn(self.judge_zygote, req, fds)
+        return self.request_spawn(self.judge_zygote, req, fds)
+
+    def judge_spawned(self, job_id: int) -> tuple[int, int, bool]:
+        """(job id, pid, whether it runs) of the judge process request_judge asked for."""
+        reply = self.judge_zygote.reply(job_id)
         return job_id, reply["pid"], "spawn_error" not in reply
 
-    def end_judge(self, job_id: int, pid: int, running: bool, exiting: bool = False) -> int | None:
+    def end_judge(self, job_id: int, pid: int, running: bool, exiting: bool = False,
+                  killed: bool = False) -> int | None:
         """Kill the judge and collect the zygote's report on it (so that its channel stays in step). A judge that
-        is `exiting` on its own gets a second to do so, so that its own exit status is what is reported."""
+        is `exiting` on its own gets a second to do so, so that its own exit status is what is reported. killed:
+        the caller sent the SIGKILL already (the zygote has not reported it yet, so the pid is still the judge's)."""
         if not running:
             return None
         if exiting:
             r, _, _ = select.select([self.judge_zygote.sock], [], [], 1.0)
             if r:
                 return self.judge_zygote.reply(job_id).get("status")
-        _kill_quietly(pid)
+        if not killed:
+            _kill_quietly(pid)
         return self.wait_exit(self.judge_zygote, job_id, 10.0).get("status")
 
 
@@ -953,9 +977,11 @@ class Proc:
         self.stdin_w: int | None = None
         self.stdin_data = b""
 
-    def start(self, program: dict, stdin: str, files: dict | None, env: dict | None, extra_fds=()) -> None:
+    def start(self, program: dict, stdin: str, files: dict | None, env: dict | None, extra_fds=(),
+              wait: bool = True) -> None:
         """Spawn the process (extra_fds become its fds 3, 4, ...; they are closed here). Input that cannot be
-        encoded ends the job here, before anything runs."""
+        encoded ends the job here, before anything runs. wait=False: only the request is sent; spawned() waits
+        for the zygote's answer."""
         self.runner.used_uids.add(self.uid)
         self.oom_before = self.runner._oom_kills()
         self.started = time.monotonic()
@@ -975,7 +1001,15 @@ class Proc:
         self.fds = {out_r: "stdout", err_r: "stderr"}
         self.stdin_w = in_w
         req = {"role": "job", "uid": self.uid, "cwd": self.cwd, "limits": self.limits}
-        self.job_id, reply = self.runner.spawn(self.zygote, req, [in_r, out_w, err_w, *extra_fds, payload])
+        self.job_id = self.runner.request_spawn(self.zygote, req, [in_r, out_w, err_w, *extra_fds, payload])
+        if wait:
+            self.spawned()
+
+    def spawned(self) -> None:
+        """Collect the zygote's answer to start(wait=False): the pid, or why set-up failed."""
+        if self.spawn_error or self.pid:
+            return  # failed before any request, or collected already
+        reply = self.zygote.reply(self.job_id)
         if not self.stdin_data:
             self._close_stdin()
         if "spawn_error" in reply:
@@ -1127,8 +1161,9 @@ class CandidateSlot:
         self.done: list[dict] = []
         self.pid = 0
 
-    def spawn(self) -> tuple[int, int]:
-        """Start a candidate host; return (fd to write requests, fd to read replies) for the judge."""
+    def spawn(self, wait: bool = True) -> tuple[int, int]:
+        """Start a candidate host; return (fd to write requests, fd to read replies) for the judge. wait=False:
+        the pid is known after spawned()."""
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         self.proc = Proc(self.runner, self.runner.zygote, self.runner.cand_uid,
@@ -1137,9 +1172,16 @@ class CandidateSlot:
         # with the candidate's files, speaking the same protocol on fds 3 and 4.
         program = self.candidate.get("program") or {"host": True, "code": self.candidate["code"],
                                                     "module": self.candidate.get("module", "solution")}
-        self.proc.start(program, "", self.candidate.get("files"), self.candidate.get("env"), extra_fds=(req_r, rep_w))
-        self.pid = self.proc.pid
+        self.proc.start(program, "", self.candidate.get("files"), self.candidate.get("env"), extra_fds=(req_r, rep_w),
+                        wait=wait)
+        if wait:
+            self.spawned()
         return req_w, rep_r
+
+    def spawned(self) -> None:
+        assert self.proc is not None
+        self.proc.spawned()
+        self.pid = self.proc.pid
 
     def pump(self, timeout: float, extra: list[int]) -> list[int]:
         if self.proc is None:
@@ -1283,25 +1325,32 @@ def _empty(path: str) -> bool:
 
 
 def _pids_of_uid(uid: int, zombies: bool = False) -> list[int]:
+    """Every process whose real uid is uid, from /proc/PID/status (not the owner of /proc/PID, which a process
+    that makes itself non-dumpable turns into root). os-level reads of bytes: the runner scans after every job,
+    and text files cost it ~3x the CPU."""
     pids = []
     me = str(os.getpid())
     for name in os.listdir("/proc"):
         if not name.isdigit() or name == me:
             continue
         try:
-            with open(f"/proc/{name}/status") as f:
-                text = f.read()
+            fd = os.open(f"/proc/{name}/status", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             continue
-        state = uid_line = ""
-        for line in text.splitlines():
-            if line.startswith("State:"):
+        try:
+            text = os.read(fd, 4096)  # State and Uid are among the first lines (Name: escapes newlines)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        state = b""
+        for line in text.split(b"\n"):
+            if line.startswith(b"State:"):
                 state = line.split()[1]
-            elif line.startswith("Uid:"):
-                uid_line = line
+            elif line.startswith(b"Uid:"):
+                if int(line.split()[1]) == uid and (zombies or state != b"Z"):
+                    pids.append(int(name))
                 break
-        if uid_line and int(uid_line.split()[1]) == uid and (zombies or state != "Z"):
-            pids.append(int(name))
     return pids
 
 
