@@ -178,17 +178,10 @@ def run_helper(runner, uid: int, cwd: str, step, umask: int | None = None) -> di
 
 
 def _kill_uid(runner, uid: int) -> None:
-    """No process of uid may outlive the step that used it (GNU patch starts none; this makes sure)."""
-    rt = _rt(runner)
-    for _ in range(50):
-        pids = rt._pids_of_uid(uid)
-        if not pids:
-            return
-        for pid in pids:
-            rt._kill_quietly(pid)  # the runner holds CAP_KILL
-        runner.reap()
-        time.sleep(0.002)
-    raise RuntimeError(f"processes of uid {uid} survived the patch step")
+    """No process of uid may outlive the step that used it (GNU patch starts none; a session's command may start
+    daemons): the runner's kill(-1) as uid, which a fork cannot race."""
+    if not runner.stop_uid(uid):
+        raise RuntimeError(f"processes of uid {uid} survived their step")
 
 
 # ------------------------------------------------------------------------------------------ steps 1-3

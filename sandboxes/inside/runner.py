@@ -618,18 +618,20 @@ class Runner:
         status = self._wait_child(pid, 5.0)
         return status == 0 and not _pids_of_uid(uid)
 
-    def stop_uid(self, uid: int) -> None:
-        """Kill every process of uid now, before the job's result is assembled: what a job forks out of its
-        process group (setsid) would otherwise keep competing for the CPU with the runner until the clean-up that
-        follows the reply. The clean-up still checks and wipes."""
+    def stop_uid(self, uid: int) -> bool:
+        """Kill every process of uid now; True when none is left. A killed job's result waits for it, so that what
+        the job forked out of its process group (setsid) does not compete for the CPU with the runner until the
+        clean-up that follows the reply (which still checks and wipes); repo and session steps end with it."""
+        if not _pids_of_uid(uid):
+            return True
         pid = self._fork()
         if pid == 0:
             try:
-                _kill_every_process_as(uid, zombies=False)
-                os._exit(0)
+                os._exit(0 if _kill_every_process_as(uid, zombies=False) else 1)
             except BaseException:  # noqa: BLE001
                 os._exit(1)
-        self._wait_child(pid, 5.0)
+        status = self._wait_child(pid, 5.0)
+        return status == 0 and not _pids_of_uid(uid)
 
     # -- zygote calls
 
@@ -932,10 +934,10 @@ class Runner:
         return self.wait_exit(self.judge_zygote, job_id, 10.0).get("status")
 
 
-def _kill_every_process_as(uid: int, zombies: bool) -> None:
-    """In a forked child of the runner: become uid and SIGKILL every process of it. kill(-1) from within the uid
-    reaches every process of it in one pass of the kernel's task list, so a fork racing it either is signalled
-    or fails. With zombies, also wait until the runner has reaped them."""
+def _kill_every_process_as(uid: int, zombies: bool) -> bool:
+    """In a forked child of the runner: become uid and SIGKILL every process of it; True when none is left.
+    kill(-1) from within the uid reaches every process of it in one pass of the kernel's task list, so a fork
+    racing it either is signalled or fails. With zombies, also wait until the runner has reaped them."""
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
@@ -947,8 +949,9 @@ def _kill_every_process_as(uid: int, zombies: bool) -> None:
         except OSError:
             pass
         if not _pids_of_uid(uid, zombies=zombies):
-            return
+            return True
         time.sleep(0.0005)  # killed ones linger as zombies until the runner reaps them
+    return False
 
 
 def _kill_quietly(pid: int) -> None:
