@@ -22,6 +22,7 @@ from service.repo_benchmark import tasks
 
 from .conftest import BACKENDS, start_server, stop_server
 from .repo_hacks import HACKS
+from .test_sandbox_security import FORK_BOMB_ESCAPING
 
 CALC = {
     "pkg/__init__.py": b"",
@@ -126,20 +127,10 @@ def test_memory_and_process_limits_apply_to_each_command(api, calc_id):
     assert out["status"] != "ok" or "fork" in out["stderr"].lower() or "resource" in out["stderr"].lower(), out
 
 
-ESCAPING_FORK_BOMB = """import os
-while True:
-    try:
-        if os.fork() == 0:
-            os.setsid()
-    except OSError:
-        pass
-"""
-
-
 def test_a_fork_bomb_leaving_its_session_is_the_commands_timeout_and_the_next_command_runs(api, calc_id):
     # Its children leave the command's process group: ending them is the runner's job, never the session's fault.
     sid = new(api, calc_id)
-    assert api.put(f"/sessions/{sid}/files", json={"path": "bomb.py", "content": ESCAPING_FORK_BOMB}).status_code == 200
+    assert api.put(f"/sessions/{sid}/files", json={"path": "bomb.py", "content": FORK_BOMB_ESCAPING}).status_code == 200
     out = sh(api, sid, "python3 bomb.py", timeout_s=2)
     assert out["status"] == "timeout", out
     assert sh(api, sid, "echo alive")["stdout"] == "alive\n"
