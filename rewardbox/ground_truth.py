@@ -61,7 +61,9 @@ def from_verification_info(info: dict[str, Any] | str) -> dict[str, Any]:
         kind = case.get("type", "stdin_stdout")
         if kind != "stdin_stdout":
             raise ValueError(f"test_cases[{i}].type: {kind!r} is not supported (only stdin_stdout)")
-        cases.append({"stdin": case.get("input", ""), "stdout": case.get("output", "")})
+        if not isinstance(case.get("output"), str):  # a missing output would silently expect "": nothing to compare
+            raise ValueError(f"test_cases[{i}].output: expected output text, got {type(case.get('output')).__name__}")
+        cases.append({"stdin": case.get("input", ""), "stdout": case["output"]})
     return {"kind": "io", "cases": cases}
 
 
@@ -84,6 +86,9 @@ def from_verl(ground_truth: dict[str, Any] | str) -> dict[str, Any]:
                          "({'inputs', 'outputs'} or {'assert_case'}) or open-r1 verification_info "
                          f"({{'test_cases'}}); got keys {sorted(gt)}")
     inputs, outputs = gt["inputs"], gt["outputs"]
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
+        raise ValueError("tests.outputs: inputs and outputs must be lists of the same length (one expected output "
+                         f"per input), got {_length(inputs)} inputs and {_length(outputs)} outputs")
     if gt.get("fn_name"):
         cases = []
         for given, want in zip(inputs, outputs, strict=True):
@@ -91,6 +96,10 @@ def from_verl(ground_truth: dict[str, Any] | str) -> dict[str, Any]:
             cases.append({"args": args, "expected": json.loads(want) if isinstance(want, str) else want})
         return {"kind": "function", "entry_point": gt["fn_name"], "cases": cases}
     return {"kind": "io", "cases": [{"stdin": i, "stdout": o} for i, o in zip(inputs, outputs, strict=True)]}
+
+
+def _length(value: Any) -> str:
+    return str(len(value)) if isinstance(value, list) else f"a {type(value).__name__}"
 
 
 def tests_of(value: Any) -> dict[str, Any] | None:

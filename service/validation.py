@@ -6,7 +6,8 @@ which every route goes through):
   is not a limit), ranges, unknown fields, the language;
 - `check_item` adds what depends on the deployment's `Settings` (code size, limit caps, cases per item) and what
   a field-by-field model cannot see: text that cannot be encoded (lone surrogates), values nested too deep,
-  numbers that are not finite inside free-form values, and test kinds the language lacks.
+  numbers that are not finite inside free-form values, test kinds the language lacks, and test specs that can
+  judge no program (service/spec_checks.py).
 Each mistake is a `Problem` (where, what, a machine-readable type), shaped like pydantic's errors, so every 4xx
 body has the same form: `{"detail": [{"loc": [...], "msg": "...", "type": "..."}]}`.
 """
@@ -26,6 +27,7 @@ from sandboxes.languages import accepted_test_kinds
 
 from .config import Settings
 from .models import SUPPORTED_LANGUAGES, UNSUPPORTED_LANGUAGE, RewardItem
+from .spec_checks import spec_problem
 
 ITEM = TypeAdapter(RewardItem)
 TEST_KINDS = accepted_test_kinds()  # language -> its test kinds (the registry's Language.test_kinds)
@@ -183,6 +185,10 @@ def check_item(item: RewardItem, settings: Settings, values_checked: bool = Fals
     if item.tests is not None and item.tests.kind not in TEST_KINDS[item.language]:
         return Problem(("tests", "kind"), f"{item.tests.kind!r} is not available for {item.language}; available: "
                        f"{', '.join(TEST_KINDS[item.language])}", "test_kind")
+    if item.tests is not None:
+        found = spec_problem(item.tests, item.language)
+        if found:
+            return Problem(("tests", *found[0]), found[1], found[2])
     if len(item.code.encode()) > settings.max_code_bytes:
         return Problem(("code",), f"longer than {settings.max_code_bytes} bytes", "too_long")
     cases = getattr(item.tests, "cases", None)
