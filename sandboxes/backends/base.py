@@ -187,7 +187,7 @@ def start_janitor() -> None:
     _janitors[os.getpid()] = subprocess.Popen(
         [sys.executable, "-P", "-s", str(JANITOR), "--owner-pid", str(os.getpid()), "--owner-tag", owner_tag(),
          "--sockets", str(SOCKETS_ROOT)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/", start_new_session=True)
 
 
 def owner_tag() -> str:
