@@ -32,7 +32,7 @@ from .types import Job, Result, Status
 log = logging.getLogger("rewardbox.sandbox")
 
 START_TIMEOUT_S = 60.0
-START_RETRY_S = (0.5, 5.0)  # after failed starts: first pause, doubling to the second, from each attempt's start
+START_RETRY_S = (0.5, 3.0)  # after failed starts: first pause, doubling to the second, from each attempt's start
 HEALTH_TIMEOUT_S = 60.0
 MAX_JOBS = 1000  # jobs a sandbox runs before it is replaced (the service's REWARDBOX_SANDBOX_MAX_JOBS)
 
