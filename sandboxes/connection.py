@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 64 << 20
+ALIVE_EVERY_S = 0.5  # while the socket is not up: how often to ask whether the sandbox still runs at all
 
 
 class RunnerGone(ConnectionError):
@@ -46,9 +47,14 @@ class RunnerConnection:
         self._next_id = 0
 
     @classmethod
-    async def open(cls, path: str, timeout: float) -> RunnerConnection:
+    async def open(cls, path: str, timeout: float,
+                   alive: Callable[[], Awaitable[bool]] | None = None) -> RunnerConnection:
+        """Connect to the runner once its socket is up and wait for its first {"ready"}. `alive` tells whether the
+        sandbox still runs: a sandbox that died while starting (killed, crashed) never opens its socket, and is
+        noticed within ALIVE_EVERY_S instead of at the deadline (issue 30: a minute per killed start)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        next_check = loop.time() + ALIVE_EVERY_S
         conn = cls()
         while True:
             reader = asyncio.StreamReader(limit=MAX_FRAME, loop=loop)
@@ -57,10 +63,16 @@ class RunnerConnection:
                 transport, _ = await loop.create_unix_connection(lambda: protocol, path)  # noqa: B023 - called in this await
                 break
             except (FileNotFoundError, ConnectionRefusedError):
-                if loop.time() > deadline:
+                now = loop.time()
+                if now > deadline:
                     raise RunnerGone(f"no runner listening on {path} after {timeout:g}s") from None
+                if alive is not None and now >= next_check:
+                    if not await alive():
+                        raise RunnerGone("the sandbox ended while starting") from None
+                    next_check = loop.time() + ALIVE_EVERY_S
                 await asyncio.sleep(0.02)
         conn._reader, conn._writer = reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+        # Connected: a runner that dies from here on closes the channel, which wait_ready sees at once.
         await conn.wait_ready(max(0.1, deadline - loop.time()))
         return conn
 

@@ -7,6 +7,11 @@ zygotes); one that fails it is replaced. A runner whose machinery breaks while i
 replaces that sandbox at once. The pool refills itself in the background. Whatever goes wrong on our side comes
 back as a sandbox_error Result, never as an exception and never as a verdict on the program; the runner's own
 traces go to this module's log, never into a result.
+
+Sandboxes that die (killed from outside, the engine restarted): one that dies while starting is noticed within
+about a second (the backend says it no longer runs) and started again; a job whose sandbox died under it runs
+again on the next healthy sandbox, for as long as the job could have waited for a sandbox (acquire_timeout_s from
+its arrival). Only then is it a sandbox_error.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from .types import Job, Result, Status
 log = logging.getLogger("rewardbox.sandbox")
 
 START_TIMEOUT_S = 60.0
+START_RETRY_S = (0.5, 3.0)  # after failed starts: first pause, doubling to the second, from each attempt's start
 HEALTH_TIMEOUT_S = 60.0
 MAX_JOBS = 1000  # jobs a sandbox runs before it is replaced (the service's REWARDBOX_SANDBOX_MAX_JOBS)
 
@@ -48,6 +54,7 @@ class PoolStats:
     replaced: int = 0
     start_failures: int = 0
     jobs: int = 0
+    rerun: int = 0  # jobs run again because their sandbox died under them
     sandbox_errors: int = 0
     health_checks: int = 0
     unhealthy: int = 0
@@ -126,23 +133,33 @@ class SandboxPool:
     async def run(self, job: Job) -> Result:
         if self._closed:
             return Result.infra("sandbox pool is closed")
-        sandbox = await self._acquire()
-        if sandbox is None:
-            return Result.infra(f"no sandbox free within {self.acquire_timeout_s:g}s")
-        self.stats.busy += 1
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.acquire_timeout_s
         self.stats.jobs += 1
-        try:
-            result = await self._run_on(sandbox, job)
-        finally:
-            self.stats.busy -= 1
+        while True:
+            sandbox = await self._acquire(deadline)
+            if sandbox is None:
+                result = Result.infra(f"no sandbox free within {self.acquire_timeout_s:g}s")
+                break
+            self.stats.busy += 1
+            try:
+                result, died = await self._run_on(sandbox, job)
+            finally:
+                self.stats.busy -= 1
+            # The sandbox died under the job (killed, its engine failed): the job did nothing wrong, so it runs again
+            # on the next healthy sandbox while it could still have been waiting for one.
+            if not died or self._closed or loop.time() >= deadline:
+                break
+            self.stats.rerun += 1
+            log.warning("running the job of sandbox %s again on another sandbox", sandbox.handle.id)
         if result.status == Status.SANDBOX_ERROR:
             self.stats.sandbox_errors += 1
         return result
 
-    async def _acquire(self) -> Sandbox | None:
-        """The next idle sandbox that is not broken (a broken one left in the queue is being replaced)."""
+    async def _acquire(self, deadline: float) -> Sandbox | None:
+        """The next idle sandbox that is not broken (a broken one left in the queue is being replaced), by `deadline`
+        (the event loop's clock)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.acquire_timeout_s
         while True:
             try:
                 sandbox = self._idle.get_nowait()  # one free: no task, no timer, no turn of the event loop
@@ -159,7 +176,8 @@ class SandboxPool:
         self._idle_now.add(sandbox)
         self._idle.put_nowait(sandbox)
 
-    async def _run_on(self, sandbox: Sandbox, job: Job) -> Result:
+    async def _run_on(self, sandbox: Sandbox, job: Job) -> tuple[Result, bool]:
+        """The job's result, and whether the sandbox died under it (the job may run again elsewhere)."""
         sandbox.jobs += 1
         try:
             async with asyncio.timeout(job.deadline_s()):  # unlike wait_for, no task of its own
@@ -171,8 +189,9 @@ class SandboxPool:
             self._background(self._replace(sandbox))
             if oom:
                 return Result(status=Status.MEMORY_LIMIT, error="the job exhausted the sandbox's memory",
-                              sandbox_id=sandbox.handle.id)
-            return Result.infra(f"sandbox {sandbox.handle.id} failed during the job")
+                              sandbox_id=sandbox.handle.id), False
+            # A timeout is not run again: the job had its whole time, and a second run would double it.
+            return Result.infra(f"sandbox {sandbox.handle.id} failed during the job"), isinstance(e, RunnerGone)
         trace = raw.pop("trace", None)
         result = Result.from_wire(raw)
         result.sandbox_id = sandbox.handle.id
@@ -182,7 +201,7 @@ class SandboxPool:
         check = result.status == Status.SANDBOX_ERROR
         sandbox.broken = sandbox.broken or check  # until the health check says otherwise
         self._background(self._release(sandbox, check))
-        return result
+        return result, False
 
     async def _died_of_oom(self, sandbox: Sandbox) -> bool:
         try:
@@ -239,15 +258,19 @@ class SandboxPool:
         await self._spawn_replacement()
 
     async def _spawn_replacement(self) -> None:
-        delay = 0.5
+        loop = asyncio.get_running_loop()
+        delay = START_RETRY_S[0]
         while not self._closed:
+            attempt = loop.time()
             try:
                 sandbox = await self._start_one()
             except Exception as e:  # noqa: BLE001 - keep trying: a pool that gives up serves nobody
                 self.stats.start_failures += 1
                 log.error("starting a sandbox failed: %s", e)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
+                # Paced from the attempt's start: a start that failed slowly (it was killed late) is tried again at
+                # once, while an engine that refuses at once is not asked more than once per `delay`.
+                await asyncio.sleep(max(0.0, attempt + delay - loop.time()))
+                delay = min(delay * 2, START_RETRY_S[1])
                 continue
             self._put_idle(sandbox)
             return
@@ -255,7 +278,7 @@ class SandboxPool:
     async def _start_one(self) -> Sandbox:
         handle = await self.backend.start(next(self._uids), self.spec)
         try:
-            conn = await RunnerConnection.open(handle.socket_path, START_TIMEOUT_S)
+            conn = await RunnerConnection.open(handle.socket_path, START_TIMEOUT_S, handle.alive)
             sandbox = Sandbox(handle, conn)
             conn.on_hangup = lambda: self._hung_up(sandbox)
             self._all.add(sandbox)
@@ -291,6 +314,7 @@ class SandboxPool:
             "replaced": self.stats.replaced,
             "start_failures": self.stats.start_failures,
             "jobs": self.stats.jobs,
+            "rerun": self.stats.rerun,
             "sandbox_errors": self.stats.sandbox_errors,
             "health_checks": self.stats.health_checks,
             "unhealthy": self.stats.unhealthy,

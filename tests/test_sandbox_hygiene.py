@@ -468,7 +468,7 @@ async def test_the_sandbox_shows_no_fact_of_the_host(pool: SandboxPool) -> None:
     # Fixed paths of our own (/tmp/rewardbox-sockets, /opt/rewardbox) say nothing; the owner's pid in a folder name,
     # the checkout's location, cgroup names and the host's resolver would.
     facts = {"the checkout": str(ROOT), "the owner's pid": f"{SOCKETS_ROOT}/{os.getpid()}",
-             "the cgroup names": "rewardbox/sbx-"}
+             "the cgroup names": "rewardbox/o-"}
     facts |= {f"the host's resolver {ns}": ns for ns in _host_nameservers() if ns not in ("127.0.0.1", ".")}
     for what, text in facts.items():
         assert text not in everything, f"{what} ({text!r}) is visible in the sandbox: {seen}"

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 RUNNER_DIR = Path(__file__).resolve().parent.parent / "inside"
+JANITOR = Path(__file__).resolve().parent.parent / "janitor.py"
 LABEL = "rewardbox.sandbox"
 
 
@@ -27,6 +30,10 @@ class SandboxSpec:
 class SandboxHandle(Protocol):
     id: str
     socket_path: str
+
+    async def alive(self) -> bool:
+        """Whether the sandbox still runs (asked while its runner starts: one that died is never waited for)."""
+        ...
 
     async def died_of_oom(self) -> bool: ...
 
@@ -62,6 +69,7 @@ def socket_root() -> Path:
         own = Path(tempfile.mkdtemp(prefix="o-", dir=SOCKETS_ROOT))
         (own / OWNER_FILE).write_text(owner_tag())
         _own_roots[os.getpid()] = own
+        start_janitor()
     return own
 
 
@@ -162,6 +170,24 @@ def runner_command(uid_base: int, oom_control: str | None = None) -> list[str]:
     if oom_control:
         cmd += ["--oom-control", oom_control]
     return cmd
+
+
+_janitors: dict[int, subprocess.Popen] = {}  # per process id, like _own_roots
+
+
+def start_janitor() -> None:
+    """Once per process: the janitor (sandboxes/janitor.py) that removes this process's sandboxes, socket folders
+    and cgroups when it dies without closing its pools (SIGKILL, OOM), so that nothing of it depends on another
+    rewardbox process starting later."""
+    running = _janitors.get(os.getpid())
+    if running is not None and running.poll() is None:
+        return
+    # -P: the script's folder (sandboxes/, whose types.py would shadow the stdlib's) is not put on sys.path.
+    # A session of its own: a signal to the owner's process group (Ctrl-C, a supervisor) leaves it to do its job.
+    _janitors[os.getpid()] = subprocess.Popen(
+        [sys.executable, "-P", "-s", str(JANITOR), "--owner-pid", str(os.getpid()), "--owner-tag", owner_tag(),
+         "--sockets", str(SOCKETS_ROOT)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/", start_new_session=True)
 
 
 def owner_tag() -> str:

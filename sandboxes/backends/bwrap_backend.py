@@ -19,7 +19,15 @@ import uuid
 from pathlib import Path
 
 from ..image import image_tag, rootfs_dir, rootfs_ready
-from .base import RUNNER_ENV, SandboxSpec, new_socket_dir, remove_stale_socket_dirs, runner_command, staged_runner_dir
+from .base import (
+    RUNNER_ENV,
+    SOCKETS_ROOT,
+    SandboxSpec,
+    new_socket_dir,
+    remove_stale_socket_dirs,
+    runner_command,
+    staged_runner_dir,
+)
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
 OOM_FILE = "/run/rewardbox/oom_control"  # inside the sandbox
@@ -112,6 +120,9 @@ class BubblewrapSandbox:
         self.socket_path = os.path.join(sock_dir, "runner.sock")
         self.cgroup = cgroup
 
+    async def alive(self) -> bool:
+        return self.proc.poll() is None  # bwrap ends with the runner, and the runner with bwrap (--die-with-parent)
+
     async def died_of_oom(self) -> bool:
         return self.cgroup.oom_kills() > 0
 
@@ -174,7 +185,8 @@ class BubblewrapBackend:
 
     async def start(self, uid_base: int, spec: SandboxSpec) -> BubblewrapSandbox:
         sock_dir = new_socket_dir()
-        cgroup = Cgroup(f"sbx-{uuid.uuid4().hex[:12]}", spec)
+        # Named after the owner's socket folder: the janitor of a dead owner finds its cgroups (sandboxes/janitor.py).
+        cgroup = Cgroup(f"{os.path.basename(os.path.dirname(sock_dir))}-sbx-{uuid.uuid4().hex[:12]}", spec)
         mounts = []
         for name, mode in (("tmp", "1777"), ("mnt", "1777"), ("scratch", "0755")):
             target = os.path.join(sock_dir + "-fs", name)
@@ -199,12 +211,16 @@ class BubblewrapBackend:
         return BubblewrapSandbox(proc, sock_dir, cgroup)
 
     async def remove_stale(self) -> int:
-        """bwrap sandboxes die with their parent (--die-with-parent): only cgroups and socket dirs can be left."""
+        """bwrap sandboxes die with their parent (--die-with-parent): only cgroups and socket dirs can be left. A
+        cgroup goes when the socket folder it is named after is gone (its owner died: remove_stale_socket_dirs);
+        those of live processes, being set up right now, stay."""
         removed = remove_stale_socket_dirs()
+        live = {p.name for p in SOCKETS_ROOT.iterdir()} if SOCKETS_ROOT.is_dir() else set()
         for parent in (CGROUP_V1 / "rewardbox", CGROUP_V1 / "memory" / "rewardbox", CGROUP_V1 / "pids" / "rewardbox"):
             if parent.is_dir():
                 for child in parent.iterdir():
-                    if child.is_dir():
+                    owner, named, _ = child.name.partition("-sbx-")
+                    if child.is_dir() and (not named or owner not in live):  # not named: an earlier version's
                         try:
                             child.rmdir()
                             removed += 1

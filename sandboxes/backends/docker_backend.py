@@ -35,17 +35,41 @@ class DockerSandbox:
         self.container_id = container_id
         self.sock_dir = sock_dir
         self.socket_path = os.path.join(sock_dir, "runner.sock")
+        self.started_at = int(time.time()) - 60  # the events filter names the container: a wide window costs nothing
+
+    async def alive(self) -> bool:
+        def check() -> bool:
+            try:
+                state = self.client.api.inspect_container(self.container_id).get("State", {})
+            except NotFound:
+                return False  # it ended and removed itself (auto_remove)
+            return state.get("Status") not in ("exited", "dead", "removing")
+
+        return await asyncio.to_thread(check)
 
     async def died_of_oom(self) -> bool:
         def check() -> bool:
             try:
                 c = self.client.containers.get(self.container_id)
             except NotFound:
-                return False
+                return self._oom_event()
             state = c.attrs.get("State", {})
             return bool(state.get("OOMKilled"))
 
         return await asyncio.to_thread(check)
+
+    def _oom_event(self) -> bool:
+        """A container that removed itself (auto_remove) keeps no state: the engine's events still say whether the
+        kernel's OOM killer struck in it."""
+        try:
+            events = self.client.events(since=self.started_at, until=int(time.time()) + 1, decode=True,
+                                        filters={"container": self.container_id, "event": "oom"})
+            try:
+                return any(True for _ in events)
+            finally:
+                events.close()
+        except docker.errors.DockerException:
+            return False
 
     async def destroy(self) -> None:
         def remove() -> None:
@@ -94,6 +118,9 @@ class DockerBackend:
                 command=runner_command(uid_base, "/sys/fs/cgroup/memory/memory.oom_control"),
                 name=f"rewardbox-{uuid.uuid4().hex[:12]}",
                 detach=True,
+                # Nothing of it stays once its runner ends, also when its owner died without removing it (the
+                # runner's owner watchdog ends it): no pile of exited containers on a host whose servers restart.
+                auto_remove=True,
                 labels={LABEL: "1", "rewardbox.owner": owner_tag(), "rewardbox.backend": self.instance},
                 network_mode="none",
                 ipc_mode="none",
