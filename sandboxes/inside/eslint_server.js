@@ -32,8 +32,8 @@ const FILENAMES = { javascript: "solution.js", typescript: "solution.ts" };
 // Each lint depends only on its program. A program is parsed, never run, and inline configuration is off, so no
 // comment of one program reaches another's lint; eslint builds a new config array per verify() and keeps its
 // per-file state (source code, scopes, rule listeners) in per-verify objects. What is left to share is made
-// unshareable: a new Linter per lint (no measurable cost) and our config objects frozen (Object.freeze, deep; the parsers and
-// plugins they name are eslint's own modules and left as they are).
+// unshareable: a new Linter per lint (no measurable cost) and our config objects frozen (Object.freeze, deep;
+// the parsers and plugins they name are eslint's own modules and left as they are).
 function freezeOwn(value) {
   if (value && typeof value === "object" && !Object.isFrozen(value)) {
     Object.freeze(value);

@@ -89,10 +89,11 @@ class NodeLinter:
 
     def stop(self) -> None:
         if self.pid:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            for kill in (os.killpg, os.kill):  # its group (enter_job's setsid): lint_server.py's lint child too
+                try:
+                    kill(self.pid, signal.SIGKILL)
+                except OSError:
+                    pass
             self._wait_child(self.pid, 10.0)
         for fd in (self.to_fd, self.from_fd):
             if fd >= 0:
