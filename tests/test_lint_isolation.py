@@ -22,14 +22,15 @@ from tests.conftest import BACKENDS
 PY_VICTIMS = {
     "attributes": (
         '"""A program reading attributes other programs might plant."""\n'
-        "import builtins\nimport collections\nimport math\nimport os\nimport os.path\nimport sys\nimport typing\n"
+        "import builtins\nimport collections\nimport functools\nimport math\nimport os\nimport os.path\nimport sys\nimport typing\n"
         "from collections import OrderedDict\nfrom typing import List\n\n\n"
         "def probe(x):\n"
         '    """Reads attributes."""\n'
         "    counter = collections.Counter()\n"
         "    error = ValueError()\n"
         "    return [math.X, math.pi, math.floor, os.Y, os.path.Y, collections.Z, typing.W, builtins.FOO, sys.X,\n"
-        "            OrderedDict.Q, counter.U, int.T, len.R, List.X, ValueError.X, error.X, str.join, x]\n"
+        "            OrderedDict.Q, counter.U, int.T, len.R, List.X, ValueError.X, error.X, str.join, x,\n"
+        "            counter.most_common(1), os.environ.V, functools.reduce.X]\n"
     ),
     "wildcard": "from collections import *\n\n\ndef probe():\n    return Counter(), Z, OrderedDict\n",
 }
@@ -62,6 +63,11 @@ PY_POISONS = {
     "module_level_del": "import collections\ndel collections.OrderedDict\ndel collections\n",
     "setattr": "import math\nsetattr(math, 'X', 0)\nmath.__dict__['X'] = 0\nvars(math)['X'] = 0\n",
     "planted_module": "import math\nmath.X = __import__('os')\n",
+    "method_replaced": "import collections\ncollections.Counter.most_common = 0\n",
+    "instance_of_a_warm_module_object": "import os\nos.environ.V = 1\n",
+    "function_of_a_warm_module": "import functools\nfunctools.reduce.X = 1\n",
+    "conditional_and_guarded": "import math\nif math:\n    try:\n        math.X = 0\n    except Exception:\n"
+                               "        math.Y = 0\n",
 }
 JS_VICTIMS = {
     "javascript": ("var unused = 1;\nfunction probe(a) {\n  let t = 0;\n  if (a == window) { return undefinedName; }\n"
