@@ -22,7 +22,8 @@ from tests.conftest import BACKENDS
 PY_VICTIMS = {
     "attributes": (
         '"""A program reading attributes other programs might plant."""\n'
-        "import builtins\nimport collections\nimport functools\nimport math\nimport os\nimport os.path\nimport sys\nimport typing\n"
+        "import builtins\nimport collections\nimport functools\nimport math\nimport os\nimport os.path\n"
+        "import sys\nimport typing\n"
         "from collections import OrderedDict\nfrom typing import List\n\n\n"
         "def probe(x):\n"
         '    """Reads attributes."""\n'
