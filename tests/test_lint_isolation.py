@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 
 from graders.quality import LINT_LIMITS
-from sandboxes import LintJob, SandboxPool, choose_backend
+from sandboxes import Limits, LintJob, RunJob, SandboxPool, choose_backend
 from tests.conftest import BACKENDS
 
 # Every attribute read here is missing (an E1101 each) unless some program planted it; the wildcard import and
@@ -138,3 +138,28 @@ async def test_the_victims_are_linted_with_their_missing_attributes_reported(san
     _, alone = sandbox
     no_member = [m for m in alone["python", "attributes"]["messages"] if m["id"] == "E1101"]
     assert len(no_member) >= 10, alone["python", "attributes"]["messages"]
+
+
+LINT_PROCESSES = r"""
+import os
+found = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"lint_server.py" in f.read():
+                found.append(pid)
+    except OSError:
+        pass
+print(len(found))
+"""
+
+
+async def test_a_lint_that_overruns_leaves_no_lint_process_behind(sandbox):
+    """The server is killed at the lint's time limit, and the fork linting the program with it."""
+    pool, _ = sandbox
+    slow = "".join(f"def f{i}(a, b):\n    c = a + b * {i}\n    return [c for _ in range(b)]\n\n\n" for i in range(4000))
+    result = await pool.run(LintJob(code=slow, language="python", limits=Limits(wall_s=0.5, total_s=30, cpu_s=30)))
+    assert result.status == "timeout", (result.status, result.error)
+    left = await pool.run(RunJob(program={"code": LINT_PROCESSES}, limits=Limits(wall_s=5, total_s=5, cpu_s=5)))
+    assert left.stdout.strip() == "0", left
+    assert (await lint(pool, PY_VICTIMS["attributes"], "python")) == sandbox[1]["python", "attributes"]
