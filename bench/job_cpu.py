@@ -10,7 +10,7 @@ is read before and after, and divided by N:
   cleaners      processes the runner forked and reaped (clean-up, file fetches, killers)
   zygotes       the zygotes' own CPU (forking, waiting, exit reports)
   job processes what the zygotes reaped: the candidate and judge processes, set-up and exit included
-  linter        the warm pylint server
+  linter        the warm pylint server and the fork it lints each program in
 Kinds: `pass` (a trivial RunJob), `judge` (a HumanEval problem's canonical solution against its tests, unique
 content), `lint` (a LintJob of the same program). Baselines measured in the same run, the same programs with no
 sandbox: `/usr/bin/python3 -c pass`, and `python3 program.py` with prompt + solution + test + check (the
@@ -76,7 +76,7 @@ def by_role(before: dict, after: dict) -> dict[str, float]:
             split["zygotes"] += own
             split["job processes"] += reaped
         elif "lint_server" in args:
-            split["linter"] += own
+            split["linter"] += own + reaped  # the server lints each program in a fork it reaps
     return split
 
 

@@ -29,7 +29,21 @@ const CONFIGS = {
     { files: ["**/*.ts"], rules: { "@typescript-eslint/no-unused-vars": ["error", UNUSED] } }],
 };
 const FILENAMES = { javascript: "solution.js", typescript: "solution.ts" };
-const linter = new Linter({ configType: "flat" });
+// Each lint depends only on its program. A program is parsed, never run, and inline configuration is off, so no
+// comment of one program reaches another's lint; eslint builds a new config array per verify() and keeps its
+// per-file state (source code, scopes, rule listeners) in per-verify objects. What is left to share is made
+// unshareable: a new Linter per lint (no measurable cost) and our config objects frozen (Object.freeze, deep;
+// the parsers and plugins they name are eslint's own modules and left as they are).
+function freezeOwn(value) {
+  if (value && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const key of Object.keys(value)) if (key !== "plugins" && key !== "parser") freezeOwn(value[key]);
+  }
+  return value;
+}
+for (const configs of Object.values(CONFIGS)) configs.forEach(freezeOwn);
+Object.freeze(CONFIGS);
+let linter = null;
 
 function countStatements(ast) {
   let n = 0;
@@ -49,6 +63,7 @@ function countStatements(ast) {
 }
 
 function lint(code, language) {
+  linter = new Linter({ configType: "flat" });
   const messages = linter.verify(code, CONFIGS[language], { filename: FILENAMES[language] })
     .filter((m) => !(m.ruleId === null && /noInlineConfig/.test(m.message)));
   const fatal = messages.some((m) => m.fatal);

@@ -90,7 +90,10 @@ def lint(code: str, path: str, roots: list[str] | None = None) -> dict:
         linter.generate_reports()
     else:
         linter = Run([*PYLINT_ARGS, path], reporter=reporter, exit=False).linter
-    fatal = any(m.msg_id.startswith(("E0001", "F")) for m in reporter.messages)
+    # One order for one program: pylint reports a node's messages in the order of a set of inferred values
+    # (typecheck's missingattr), i.e. of their addresses, which differ from one lint process to the next.
+    messages = sorted(reporter.messages, key=lambda m: (m.line or 0, m.column or 0, m.msg_id, m.msg))
+    fatal = any(m.msg_id.startswith(("E0001", "F")) for m in messages)
     dead = _dead(clean, roots)
     score = live_score(linter.stats, dead)
     try:
@@ -108,8 +111,8 @@ def lint(code: str, path: str, roots: list[str] | None = None) -> dict:
         "dead_statements": dead,
         "encoding_declaration": declared_encoding,
         "messages": [{"id": m.msg_id, "symbol": m.symbol, "line": m.line, "text": m.msg[:200]}
-                     for m in reporter.messages[:MAX_MESSAGES]],
-        "message_count": len(reporter.messages),
+                     for m in messages[:MAX_MESSAGES]],
+        "message_count": len(messages),
     }
 
 

@@ -4,10 +4,9 @@ for Python.
 One linter process (eslint_server.js, or lint_server.py for Python) stays up per sandbox, started on the first
 lint job of its language. It runs under its own uid (not the candidate's: no job can signal, trace or feed it),
 with the job rlimits and seccomp filter, and only ever parses the programs it gets. It is restarted after MAX_USES
-lints, after any failure or overrun, so that no state of one program can shape many later results. Python lint
-jobs used to fork from a zygote that imported pylint; the fork's copy-on-write faults cost ~12 ms of a ~18 ms
-lint, so a persistent process lints them too (lint_server.py drops the program's module from astroid's caches
-after each; the lint zygote stays the fallback when the server cannot start).
+lints, after any failure or overrun. eslint keeps nothing of one lint for the next (eslint_server.js says why);
+pylint would (astroid records what a program assigns to the modules it keeps warm), so lint_server.py lints each
+program in a fork of its warm linter (the lint zygote stays the fallback when the server cannot start).
 """
 
 from __future__ import annotations
@@ -90,10 +89,11 @@ class NodeLinter:
 
     def stop(self) -> None:
         if self.pid:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            for kill in (os.killpg, os.kill):  # its group (enter_job's setsid): lint_server.py's lint child too
+                try:
+                    kill(self.pid, signal.SIGKILL)
+                except OSError:
+                    pass
             self._wait_child(self.pid, 10.0)
         for fd in (self.to_fd, self.from_fd):
             if fd >= 0:
@@ -137,6 +137,8 @@ class NodeLinter:
             error = str(reply.get("error") if isinstance(reply, dict) else f"{self.name} sent no report")
             return {"status": "runtime_error", "error": error.splitlines()[0][:300] if error else f"{self.name} failed",
                     "trace": error[:2000], "wall_ms": wall_ms, "stdout": "", "stderr": ""}
-        return {"status": "ok", "exit_code": 0, "wall_ms": wall_ms, "cpu_ms": self._cpu_ms() - cpu_before,
+        child_cpu_ms = float(reply.pop("child_cpu_ms", 0.0))  # lint_server.py lints in a fork: its CPU
+        return {"status": "ok", "exit_code": 0, "wall_ms": wall_ms,
+                "cpu_ms": self._cpu_ms() - cpu_before + child_cpu_ms,
                 "peak_memory_kb": 0,
                 "stdout": json.dumps(reply), "stderr": ""}
