@@ -26,6 +26,7 @@ from __future__ import annotations
 import builtins
 import fcntl
 import gc
+import importlib.util
 import inspect
 import json
 import operator
@@ -36,11 +37,13 @@ import time
 import types
 from pathlib import Path
 
+import _pytest.assertion.rewrite
 import _pytest.config
 import _pytest.config.findpaths
 import _pytest.unittest
 import pluggy
 import pytest
+import repo_provenance
 import wire
 
 REPORT_FD = 3
@@ -60,6 +63,7 @@ HOT_MODULES = ("builtins", "pluggy", "unittest.case", "unittest.result", "_pytes
                "_pytest.python", "_pytest.unittest", "_pytest.fixtures", "_pytest.skipping", "_pytest.outcomes",
                "_pytest.nodes", "_pytest.main", "_pytest.subtests", "_pytest.doctest", "_pytest.capture",
                "_pytest.logging", "_pytest.threadexception", "_pytest.unraisableexception")
+REWRITE_TEST = _pytest.assertion.rewrite._rewrite_test  # pytest's own, for files that are not listed tests
 GUARD = None  # recorded in the zygote by warm_up(); every test process starts from that record
 
 
@@ -350,9 +354,12 @@ class LazyStream:
 class TrustedReporter:
     """Registered before pytest parses anything; see the module docstring for what it proves."""
 
-    def __init__(self, frames: Frames, guard: Guard, wanted: list[str]) -> None:
+    def __init__(self, frames: Frames, guard: Guard, wanted: list[str], root: str,
+                 provenance: repo_provenance.Provenance) -> None:
         self.frames, self.guard = frames, guard
         self.wanted = set(wanted)
+        self.root, self.provenance = root, provenance
+        self.test_files = [os.path.join(root, f) for f in dict.fromkeys(n.split("::", 1)[0] for n in wanted)]
         self.collect_errors: list[dict] = []
         self.evidence: set[str] = set()
         self.bad: dict[str, str] = {}  # nodeid -> why it cannot pass
@@ -374,8 +381,19 @@ class TrustedReporter:
     # -- set-up and collection
 
     def pytest_load_initial_conftests(self, early_config, parser, args) -> None:
-        # Neither tryfirst nor trylast: after pytest's own tryfirst set-up, before its trylast conftest loader.
+        # Neither tryfirst nor trylast: after pytest's own tryfirst set-up, before its trylast conftest loader, so
+        # before any package code: the listed test files are compiled here, and pytest's importer takes our code
+        # for them (the guard, rebased after, keeps it so).
+        rewritten = getattr(early_config.known_args_namespace, "assertmode", "rewrite") == "rewrite"
+        self.provenance.prepare(self.test_files, early_config, rewritten)
+        _pytest.assertion.rewrite._rewrite_test = self._rewrite_test
         self.guard.rebase()
+
+    def _rewrite_test(self, fn, config):
+        code = self.provenance.rewritten_code(str(fn))
+        if code is None:
+            return REWRITE_TEST(fn, config)
+        return importlib.util.source_hash(self.provenance.files[str(fn)].source), code
 
     def pytest_collectreport(self, report) -> None:
         if report.failed:
@@ -399,6 +417,44 @@ class TrustedReporter:
             self.broken = f"a pytest plugin outside pytest, the repository and its wheels: {untrusted}"
             self.frames.send("integrity", problem=self.broken)
         self._integrity("end of collection")
+        if self.broken is None:
+            problem = self._provenance_problem(session.items)
+            if problem:
+                self.broken = problem
+                self.frames.send("integrity", problem=problem)
+
+    def _provenance_problem(self, items: list) -> str | None:
+        """Each collected test function, and its module, is the code compiled from the trusted test file's bytes,
+        whatever the package did to the import system (sys.modules, finders, loaders, __path__, __code__)."""
+        checked: set[tuple[int, str]] = set()
+        for item in items:
+            if not isinstance(item, pytest.Function):
+                continue  # doctests and custom item kinds: the weaker evidence the README names
+            path = os.path.join(self.root, item.nodeid.split("::", 1)[0])
+            sealed = self.guard.sealed.get(item.nodeid, (None,))[0]
+            try:
+                module = item.module
+            except Exception as e:  # noqa: BLE001 - a module that cannot be found is not the trusted one
+                return f"the module of {item.nodeid} cannot be found ({type(e).__name__})"
+            key = (id(module), path)
+            problem = None
+            if key not in checked:
+                checked.add(key)
+                problem = self.provenance.module_problem(module, path)
+            problem = problem or self.provenance.function_problem(sealed) or self._name_problem(item, sealed, path)
+            if problem:
+                return f"the test {item.nodeid} is not the trusted test file's code: {problem}"
+        return None
+
+    def _name_problem(self, item, func, path: str) -> str | None:
+        """A test the trusted file defines with a plain `def` runs that very function, not another of the file's."""
+        compiled = self.provenance.compiled(path)
+        cls = getattr(item, "cls", None)
+        qualname = f"{cls.__qualname__}.{item.originalname}" if cls is not None else item.originalname
+        func = getattr(func, "__func__", func)
+        if compiled is not None and qualname in compiled.defined and func.__code__.co_qualname != qualname:
+            return f"{item.nodeid} runs {func.__code__.co_qualname}, not {qualname}"
+        return None
 
     def _untrusted_plugins(self, pm) -> str | None:
         for plugin in pm.get_plugins():
@@ -537,7 +593,7 @@ def main() -> None:
     sys.path[:0] = [p for p in cfg["sys_path"] if p not in sys.path]
     _rootdir, inipath, _cfg, _ignored = _pytest.config.findpaths.locate_config(Path(root), [Path(root)])
     config_file = str(inipath) if inipath is not None and str(inipath.parent) == root else os.devnull
-    reporter = TrustedReporter(frames, guard, cfg["tests"])
+    reporter = TrustedReporter(frames, guard, cfg["tests"], root, repo_provenance.Provenance(trusted_file))
     frames.send("start", pytest=pytest.__version__, config=os.path.relpath(config_file, root)
                 if config_file != os.devnull else None)
     stdout = sys.stdout = LazyStream(1)
