@@ -17,6 +17,7 @@ import builtins
 import os
 import types
 from collections.abc import Callable
+from typing import Any
 
 import _pytest.assertion.rewrite
 import _pytest.fixtures
@@ -99,7 +100,7 @@ class Compiled:
                                                                         _ast_parse_flag, dont_inherit=True)
                 self.tree = None  # rewrite_asserts changes it in place
                 try:
-                    _rewrite(tree, self.source, self.path, self.config)
+                    _rewrite(tree, self.source, self.path, self.config)  # type: ignore[arg-type]
                     code = _compile(tree, self.path, "exec", dont_inherit=True)
                 except Exception:  # noqa: BLE001 - pytest could not import it either; the plain compile stands
                     code = None
@@ -152,19 +153,19 @@ def _plain_defs(tree: ast.Module) -> dict[str, list[str]]:
 
 
 def _bound_names(node: ast.AST) -> list[str]:
-    if _isinstance(node, (*_FUNCDEFS, _CLASSDEF)):
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         return [node.name]
-    if _isinstance(node, ast.Name) and _isinstance(node.ctx, ast.Store | ast.Del):
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
         return [node.id]
-    if _isinstance(node, ast.alias):
+    if isinstance(node, ast.alias):
         return [(node.asname or node.name).split(".")[0]]
     return []
 
 
 def _pytest_decorator(node: ast.expr) -> bool:
-    while _isinstance(node, ast.Call | ast.Attribute):
-        node = node.func if _isinstance(node, ast.Call) else node.value
-    return _isinstance(node, ast.Name) and node.id == "pytest"
+    while isinstance(node, ast.Call | ast.Attribute):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return isinstance(node, ast.Name) and node.id == "pytest"
 
 
 class Provenance:
@@ -211,7 +212,7 @@ class Provenance:
             return f"{where} is not code of a file the change left alone"
         if not compiled.has(code):
             return f"{where} is not the code compiled from that file"
-        if func.__builtins__ is not _BUILTINS:
+        if func.__builtins__ is not _BUILTINS:  # type: ignore[attr-defined]
             return f"{where} runs with builtins of its own"
         if depth < WRAP_DEPTH:
             inner = [cell.cell_contents for cell in func.__closure__ or () if _cell_function(cell)]
@@ -230,17 +231,16 @@ class Provenance:
         compiled = self.compiled(path)
         if compiled is None:
             return f"the test file {path} could not be compiled"
-        namespace = getattr(module, "__dict__", None)
+        namespace: Any = getattr(module, "__dict__", None)
         if _type(namespace) is not dict:
             return f"the module of {path} has no namespace"
         for qualname in compiled.defined:
             owner, _, name = qualname.rpartition(".")
-            space = namespace
+            space: Any = namespace
             if owner:
                 cls = namespace.get(owner)
-                space = vars(cls) if _isinstance(cls, type) else None
-            value = _unwrap(space.get(name)) if _type(space) is dict or _isinstance(space, types.MappingProxyType) \
-                else None
+                space = vars(cls) if _isinstance(cls, type) else {}
+            value: Any = _unwrap(space.get(name))
             if _type(value) is not _FunctionType:
                 return f"{qualname} of {path} is not the function the file defines"
             code = value.__code__
@@ -248,16 +248,16 @@ class Provenance:
                 return f"{qualname} of {path} is not the code compiled from that file"
             if value.__globals__ is not namespace:
                 return f"{qualname} of {path} does not belong to the module pytest collected"
-            if value.__builtins__ is not _BUILTINS:
+            if value.__builtins__ is not _BUILTINS:  # type: ignore[attr-defined]
                 return f"{qualname} of {path} runs with builtins of its own"
         return None
 
 
 def _unwrap(value: object) -> object:
-    if _isinstance(value, staticmethod | classmethod):
+    if isinstance(value, staticmethod | classmethod):
         value = value.__func__
     if _Fixture is not None and _type(value) is _Fixture:
-        value = value._fixture_function
+        value = getattr(value, "_fixture_function", None)
     return value
 
 

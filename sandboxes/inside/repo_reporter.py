@@ -50,7 +50,8 @@ REPORT_FD = 3
 FLUSH_S = 0.05
 CHECK_EVERY_S = 0.005
 MESSAGE_CAP = 1500
-WATCHED = ("pytest", "_pytest", "pluggy", "unittest", "doctest", "iniconfig")
+# ast: repo_provenance compiles with it after package code may have run (files other than the listed tests).
+WATCHED = ("pytest", "_pytest", "pluggy", "unittest", "doctest", "iniconfig", "ast")
 # Module globals pytest itself rebinds while it runs (the assertion plugin, around every test).
 REBOUND_BY_PYTEST = {("_pytest.assertion.util", "_reprcompare"), ("_pytest.assertion.util", "_assertion_pass"),
                      ("_pytest.assertion.util", "_config")}
