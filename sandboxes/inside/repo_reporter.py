@@ -17,6 +17,9 @@ the README's residual risks, and the `introspection` flag such an attack needs):
   implementations and the collected test functions at the end of collection. Any change, checked at the end of
   collection, after a test (the modules on every test's path, at most every CHECK_EVERY_S) and everything at the
   end of the session, fails the whole run (flag harness_patch).
+- Provenance: the listed test files are compiled here before any package code runs, and pytest's importer gets
+  that code; at the end of collection every test function and its module must be code of that compilation
+  (repo_provenance), whatever the package did to sys.modules, finders, loaders or `__code__` (flag harness_patch).
 - Collection: only the listed node ids run (the rest is deselected here, last); what was collected and which
   files failed to collect go to the runner, which fails every listed test it never got a verdict for.
 """
