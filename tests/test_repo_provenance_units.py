@@ -170,3 +170,17 @@ def test_the_rewritten_compilation_is_the_one_handed_to_pytest(tmp_path):
     assert prov.function_problem(module.test_sum) is None
     assert any(c is module.test_sum.__code__ for c in prov.compiled(str(path)).index[("test_sum", 12)])
     assert prov.rewritten_code(str(tmp_path / "other.py")) is None
+
+
+def test_a_function_of_the_test_file_changed_after_collection_is_seen(repo):
+    prov, path, module = repo
+    assert prov.module_problem(module, path) is None
+    assert not prov.changed()
+    fixture = module.data._fixture_function if hasattr(module.data, "_fixture_function") else module.data
+    original = fixture.__code__
+    fixture.__code__ = (lambda: [6]).__code__
+    assert prov.changed()
+    fixture.__code__ = original
+    assert not prov.changed()
+    module.test_len = module.test_sum
+    assert prov.changed()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import operator
 import os
 import types
 from collections.abc import Callable
@@ -36,6 +37,7 @@ _ast_walk, _ast_parse_flag = ast.walk, ast.PyCF_ONLY_AST
 _CodeType, _FunctionType, _MethodType = types.CodeType, types.FunctionType, types.MethodType
 _Fixture = getattr(_pytest.fixtures, "FixtureFunctionDefinition", None)
 _BUILTINS = vars(builtins)
+_is_not, _getitem, _code = operator.is_not, operator.getitem, operator.attrgetter("__code__")
 _CLASSDEF, _FUNCDEFS = ast.ClassDef, (ast.FunctionDef, ast.AsyncFunctionDef)
 _SIMPLE = {_id(t): t.__name__ for t in (str, bytes, int, bool, type(None), type(...))}
 _BY_REPR = {_id(float): "float", _id(complex): "complex"}
@@ -176,6 +178,22 @@ class Provenance:
         self.config: object | None = None
         self.rewritten = False
         self.files: dict[str, Compiled | None] = {}
+        # What module_problem proved, for changed(): the bindings (namespace, name, value) and functions' code.
+        self.spaces: list[Any] = []
+        self.names: list[str] = []
+        self.values: list[object] = []
+        self.functions: list[types.FunctionType] = []
+        self.codes: list[types.CodeType] = []
+
+    def changed(self) -> bool:
+        """Whether a binding or a function's code proved at collection has changed since (C-level passes: this
+        runs after every test)."""
+        try:
+            if any(map(_is_not, map(_getitem, self.spaces, self.names), self.values)):
+                return True
+        except KeyError:
+            return True
+        return any(map(_is_not, map(_code, self.functions), self.codes))
 
     def prepare(self, paths: list[str], config: object, rewritten: bool) -> None:
         """Before any package code: the listed test files, compiled the way pytest will import them."""
@@ -250,6 +268,11 @@ class Provenance:
                 return f"{qualname} of {path} does not belong to the module pytest collected"
             if value.__builtins__ is not _BUILTINS:  # type: ignore[attr-defined]
                 return f"{qualname} of {path} runs with builtins of its own"
+            self.spaces.append(space)
+            self.names.append(name)
+            self.values.append(space[name])
+            self.functions.append(value)
+            self.codes.append(code)
         return None
 
 

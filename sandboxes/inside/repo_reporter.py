@@ -519,8 +519,14 @@ class TrustedReporter:
         if report.when == "teardown":
             self._verdict(nodeid)
 
+    def _provenance_kept(self, where: str) -> None:
+        if self.broken is None and self.provenance.changed():
+            self.broken = f"a function of a test file was replaced after collection ({where})"
+            self.frames.send("integrity", problem=self.broken)
+
     def _verdict(self, nodeid: str) -> None:
         item = self.items.get(nodeid)
+        self._provenance_kept(f"after {nodeid}")
         now = time.perf_counter()
         if now - self.checked >= CHECK_EVERY_S:  # a check costs ~0.1 ms: at most every 5 ms of tests
             self.checked = now
@@ -549,6 +555,7 @@ class TrustedReporter:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus) -> None:
         self._integrity("end of session")
+        self._provenance_kept("end of session")
         now = time.perf_counter()
         started = getattr(self, "session_started", now)
         timings = {"pytest_startup_ms": round((started - self.created) * 1000, 3),
