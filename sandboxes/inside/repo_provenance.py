@@ -88,7 +88,7 @@ class Compiled:
         self.fingerprints: dict[tuple[str, int], set[tuple]] = {}
         self.built: dict[bool, types.CodeType | None] = {}
         tree = _compile(source, path, "exec", _ast_parse_flag, dont_inherit=True)
-        self.defined = _plain_defs(tree)
+        self.defined = _plain_defs(tree, source)
         self.tree: ast.Module | None = tree
         self.build(rewritten)
 
@@ -132,16 +132,26 @@ class Compiled:
         return False
 
 
-def _plain_defs(tree: ast.Module) -> dict[str, list[str]]:
+def _plain_defs(tree: ast.Module, source: bytes) -> dict[str, list[str]]:
     """qualname -> [] for each function the module (or a class at its top level) binds with a `def` whose
-    decorators are pytest's own (marks, fixtures) or none, and that no other statement of that scope rebinds."""
+    decorators are pytest's own (marks, fixtures) or none, and that no other statement rebinds (in its scope, by a
+    `global` in a function, or as `Class.name = ...` / `setattr(Class, "name", ...)` at the module's level)."""
     out: dict[str, list[str]] = {}
+    whole = b"global" in source  # a function may rebind a module name: look inside every function then
 
     def scope(body: list, prefix: str) -> None:
         counts: dict[str, int] = {}
-        for node in _ast_walk(ast.Module(body=body, type_ignores=[])):
+        stack: list[ast.AST] = list(body)
+        while stack:
+            node = stack.pop()
             for name in _bound_names(node):
                 counts[name] = counts.get(name, 0) + 1
+            if not prefix:
+                for name in _attribute_bound(node):
+                    counts[name] = counts.get(name, 0) + 1
+            if whole and not prefix or not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+                                                      | ast.Lambda):
+                stack.extend(ast.iter_child_nodes(node))
         for node in body:
             if _isinstance(node, _FUNCDEFS) and counts.get(node.name) == 1 and all(map(_pytest_decorator,
                                                                                         node.decorator_list)):
@@ -149,9 +159,25 @@ def _plain_defs(tree: ast.Module) -> dict[str, list[str]]:
             elif (_isinstance(node, _CLASSDEF) and not prefix and counts.get(node.name) == 1
                   and all(map(_pytest_decorator, node.decorator_list))):
                 scope(node.body, node.name + ".")
+        if not prefix:
+            for name in counts:
+                if "." in name:  # Class.name rebound at the module's level
+                    out.pop(name, None)
 
     scope(tree.body, "")
     return out
+
+
+def _attribute_bound(node: ast.AST) -> list[str]:
+    """`C.name = ...` / `del C.name` / `setattr(C, "name", ...)`: the qualname C.name."""
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del) and isinstance(node.value,
+                                                                                                    ast.Name):
+        return [f"{node.value.id}.{node.attr}"]
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr")
+            and len(node.args) >= 2 and isinstance(node.args[0], ast.Name) and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)):
+        return [f"{node.args[0].id}.{node.args[1].value}"]
+    return []
 
 
 def _bound_names(node: ast.AST) -> list[str]:
@@ -202,6 +228,8 @@ class Provenance:
             self.compiled(path)
 
     def compiled(self, path: str) -> Compiled | None:
+        if _type(path) is str and path in self.files:  # the name we compiled under (co_filename, mostly)
+            return self.files[path]
         real = _realpath(path)
         if real not in self.files:
             source = _read_file(real) if self.trusted_file(real) else None
@@ -262,7 +290,8 @@ class Provenance:
             if _type(value) is not _FunctionType:
                 return f"{qualname} of {path} is not the function the file defines"
             code = value.__code__
-            if code.co_qualname != qualname or _realpath(code.co_filename) != compiled.path or not compiled.has(code):
+            if (code.co_qualname != qualname or not _same_file(code.co_filename, compiled.path)
+                    or not compiled.has(code)):
                 return f"{qualname} of {path} is not the code compiled from that file"
             if value.__globals__ is not namespace:
                 return f"{qualname} of {path} does not belong to the module pytest collected"
@@ -274,6 +303,10 @@ class Provenance:
             self.functions.append(value)
             self.codes.append(code)
         return None
+
+
+def _same_file(name: object, path: str) -> bool:
+    return _type(name) is str and (name == path or _realpath(name) == path)
 
 
 def _unwrap(value: object) -> object:
