@@ -5,6 +5,7 @@ tests/test_repo_hack_resistance.py."""
 
 from __future__ import annotations
 
+import ast
 import builtins
 import functools
 import importlib.util
@@ -184,3 +185,48 @@ def test_a_function_of_the_test_file_changed_after_collection_is_seen(repo):
     assert not prov.changed()
     module.test_len = module.test_sum
     assert prov.changed()
+
+
+def test_functions_the_file_rebinds_are_not_required_to_be_their_def(tmp_path):
+    """Honest files that rebind a def (an alias, a later assignment, a `global` in a function, a class attribute set
+    at the module's level) still pass: only plain or pytest-decorated defs bound once are held to their code."""
+    source = textwrap.dedent('''
+        import pytest
+
+        def test_a():
+            pass
+
+        test_a = pytest.mark.skip(test_a)
+
+        def test_b():
+            pass
+
+        def _swap():
+            global test_b
+            test_b = lambda: None
+
+        class TestC:
+            def test_c(self):
+                pass
+
+            def test_d(self):
+                pass
+
+        TestC.test_c = lambda self: None
+        setattr(TestC, "test_d", lambda self: None)
+
+        @staticmethod
+        def test_e():
+            pass
+
+        @pytest.fixture(autouse=True)
+        def test_f():
+            pass
+    ''').encode()
+    tree = compile(source, "t.py", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    assert set(repo_provenance._plain_defs(tree, source)) == {"_swap", "test_f"}
+    path = tmp_path / "test_rebinds.py"
+    path.write_bytes(source)
+    prov = repo_provenance.Provenance(lambda p: Path(p).is_file())
+    prov.prepare([str(path)], None, rewritten=False)
+    assert prov.module_problem(_import(path, "test_rebinds"), str(path)) is None
