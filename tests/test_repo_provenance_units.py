@@ -171,6 +171,30 @@ def test_the_rewritten_compilation_is_the_one_handed_to_pytest(tmp_path):
     assert prov.function_problem(module.test_sum) is None
     assert any(c is module.test_sum.__code__ for c in prov.compiled(str(path)).index[("test_sum", 12)])
     assert prov.rewritten_code(str(tmp_path / "other.py")) is None
+    assert prov.rewritten_code(str(path)) is None  # once: whoever asks next gets pytest's own compilation
+
+
+def test_a_listed_file_pytest_rewrites_accepts_only_the_code_objects_it_was_given(tmp_path):
+    """A fake module compiled from the trusted bytes exactly as pytest would (field by field equal) is still not the
+    module pytest's importer made with our code: refused."""
+    path = tmp_path / "test_things.py"
+    path.write_text(TESTS)
+
+    class Config:
+        def getini(self, name: str) -> bool:
+            return False
+
+    prov = repo_provenance.Provenance(lambda p: Path(p).is_file())
+    prov.prepare([str(path)], Config(), rewritten=True)
+    from _pytest.assertion.rewrite import _rewrite_test
+
+    _, same = _rewrite_test(path, Config())  # pytest's own compilation: equal, not identical
+    fake = types.ModuleType("test_things")
+    exec(same, fake.__dict__)
+    assert repo_provenance.fingerprint(fake.test_sum.__code__) in {
+        repo_provenance.fingerprint(c) for c in prov.compiled(str(path)).index[("test_sum", 12)]}
+    assert "not the code compiled" in prov.function_problem(fake.test_sum)
+    assert "not the code compiled" in prov.module_problem(fake, str(path))
 
 
 def test_a_function_of_the_test_file_changed_after_collection_is_seen(repo):

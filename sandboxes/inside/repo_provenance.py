@@ -87,6 +87,8 @@ class Compiled:
         self.index: dict[tuple[str, int], list[types.CodeType]] = {}
         self.fingerprints: dict[tuple[str, int], set[tuple]] = {}
         self.built: dict[bool, types.CodeType | None] = {}
+        self.handed_out = False  # our rewritten code went to pytest's importer (once, and only to it)
+        self.strict = False  # a listed test file pytest rewrites: only our very code objects are its code
         tree = _compile(source, path, "exec", _ast_parse_flag, dont_inherit=True)
         self.defined = _plain_defs(tree, source)
         self.tree: ast.Module | None = tree
@@ -120,6 +122,8 @@ class Compiled:
         key = (code.co_qualname, code.co_firstlineno)
         if any(c is code for c in self.index.get(key, ())):
             return True
+        if self.strict:  # pytest's importer runs our code: another compilation of the file is not its module
+            return False
         fp = fingerprint(code)
         if fp is None:
             return False
@@ -225,7 +229,9 @@ class Provenance:
         """Before any package code: the listed test files, compiled the way pytest will import them."""
         self.config, self.rewritten = config, rewritten
         for path in paths:
-            self.compiled(path)
+            compiled = self.compiled(path)
+            if compiled is not None and rewritten and compiled.built.get(True) is not None:
+                compiled.strict = True
 
     def compiled(self, path: str) -> Compiled | None:
         if _type(path) is str and path in self.files:  # the name we compiled under (co_filename, mostly)
@@ -240,9 +246,16 @@ class Provenance:
         return self.files[real]
 
     def rewritten_code(self, path: str) -> types.CodeType | None:
-        """For pytest's importer: our rewritten code of a listed test file (None: not one, pytest compiles it)."""
-        compiled = self.files.get(path)
-        return compiled.built.get(True) if compiled is not None else None
+        """For pytest's importer, once: our rewritten code of a listed test file (None: not one, or asked before;
+        pytest compiles it then, and that module's functions will not be ours)."""
+        compiled = self.files.get(path) if _type(path) is str else None
+        if compiled is None or compiled.handed_out or compiled.built.get(True) is None:
+            return None
+        compiled.handed_out = True
+        return compiled.built[True]
+
+    def listed(self, path: str) -> bool:
+        return _type(path) is str and self.files.get(path) is not None
 
     def function_problem(self, func: object, depth: int = 0) -> str | None:
         """Why func is not code compiled from a trusted file (with the real builtins), or None. Wrappers' wrapped

@@ -68,6 +68,9 @@ HOT_MODULES = ("builtins", "pluggy", "unittest.case", "unittest.result", "_pytes
                "_pytest.nodes", "_pytest.main", "_pytest.subtests", "_pytest.doctest", "_pytest.capture",
                "_pytest.logging", "_pytest.threadexception", "_pytest.unraisableexception")
 REWRITE_TEST = _pytest.assertion.rewrite._rewrite_test  # pytest's own, for files that are not listed tests
+READ_PYC = _pytest.assertion.rewrite._read_pyc
+HOOK_EXEC_CODE = _pytest.assertion.rewrite.AssertionRewritingHook.exec_module.__code__
+GETFRAME = sys._getframe
 GUARD = None  # recorded in the zygote by warm_up(); every test process starts from that record
 
 
@@ -391,13 +394,22 @@ class TrustedReporter:
         rewritten = getattr(early_config.known_args_namespace, "assertmode", "rewrite") == "rewrite"
         self.provenance.prepare(self.test_files, early_config, rewritten)
         _pytest.assertion.rewrite._rewrite_test = self._rewrite_test
+        _pytest.assertion.rewrite._read_pyc = self._read_pyc
         self.guard.rebase()
 
     def _rewrite_test(self, fn, config):
-        code = self.provenance.rewritten_code(str(fn))
+        """pytest's, except that pytest's own importer (no one else) gets our code of a listed test file, once."""
+        path = str(fn)
+        if GETFRAME(1).f_code is not HOOK_EXEC_CODE:
+            return REWRITE_TEST(fn, config)
+        code = self.provenance.rewritten_code(path)
         if code is None:
             return REWRITE_TEST(fn, config)
-        return importlib.util.source_hash(self.provenance.files[str(fn)].source), code
+        return importlib.util.source_hash(self.provenance.files[path].source), code
+
+    def _read_pyc(self, source, pyc, trace=lambda x: None):
+        """pytest's, except that a listed test file is never read from a cached pyc (our code is the evidence)."""
+        return None if self.provenance.listed(str(source)) else READ_PYC(source, pyc, trace)
 
     def pytest_collectreport(self, report) -> None:
         if report.failed:
