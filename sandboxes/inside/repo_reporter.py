@@ -391,7 +391,7 @@ class TrustedReporter:
         # Neither tryfirst nor trylast: after pytest's own tryfirst set-up, before its trylast conftest loader, so
         # before any package code: the listed test files are compiled here, and pytest's importer takes our code
         # for them (the guard, rebased after, keeps it so).
-        rewritten = getattr(early_config.known_args_namespace, "assertmode", "rewrite") == "rewrite"
+        rewritten = getattr(early_config.known_args_namespace, "assertmode", "plain") == "rewrite"  # as pytest
         self.provenance.prepare(self.test_files, early_config, rewritten)
         _pytest.assertion.rewrite._rewrite_test = self._rewrite_test
         _pytest.assertion.rewrite._read_pyc = self._read_pyc
@@ -434,7 +434,10 @@ class TrustedReporter:
             self.frames.send("integrity", problem=self.broken)
         self._integrity("end of collection")
         if self.broken is None:
-            problem = self._provenance_problem(session.items)
+            try:
+                problem = self._provenance_problem(session.items)
+            except Exception as e:  # noqa: BLE001 - objects the package built that cannot even be inspected
+                problem = f"the collected tests cannot be checked against the trusted files ({type(e).__name__})"
             if problem:
                 self.broken = problem
                 self.frames.send("integrity", problem=problem)
