@@ -17,6 +17,9 @@ the README's residual risks, and the `introspection` flag such an attack needs):
   implementations and the collected test functions at the end of collection. Any change, checked at the end of
   collection, after a test (the modules on every test's path, at most every CHECK_EVERY_S) and everything at the
   end of the session, fails the whole run (flag harness_patch).
+- Provenance: the listed test files are compiled here before any package code runs, and pytest's importer gets
+  that code; at the end of collection every test function and its module must be code of that compilation
+  (repo_provenance), whatever the package did to sys.modules, finders, loaders or `__code__` (flag harness_patch).
 - Collection: only the listed node ids run (the rest is deselected here, last); what was collected and which
   files failed to collect go to the runner, which fails every listed test it never got a verdict for.
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 import builtins
 import fcntl
 import gc
+import importlib.util
 import inspect
 import json
 import operator
@@ -36,18 +40,21 @@ import time
 import types
 from pathlib import Path
 
+import _pytest.assertion.rewrite
 import _pytest.config
 import _pytest.config.findpaths
 import _pytest.unittest
 import pluggy
 import pytest
+import repo_provenance
 import wire
 
 REPORT_FD = 3
 FLUSH_S = 0.05
 CHECK_EVERY_S = 0.005
 MESSAGE_CAP = 1500
-WATCHED = ("pytest", "_pytest", "pluggy", "unittest", "doctest", "iniconfig")
+# ast: repo_provenance compiles with it after package code may have run (files other than the listed tests).
+WATCHED = ("pytest", "_pytest", "pluggy", "unittest", "doctest", "iniconfig", "ast")
 # Module globals pytest itself rebinds while it runs (the assertion plugin, around every test).
 REBOUND_BY_PYTEST = {("_pytest.assertion.util", "_reprcompare"), ("_pytest.assertion.util", "_assertion_pass"),
                      ("_pytest.assertion.util", "_config")}
@@ -60,6 +67,10 @@ HOT_MODULES = ("builtins", "pluggy", "unittest.case", "unittest.result", "_pytes
                "_pytest.python", "_pytest.unittest", "_pytest.fixtures", "_pytest.skipping", "_pytest.outcomes",
                "_pytest.nodes", "_pytest.main", "_pytest.subtests", "_pytest.doctest", "_pytest.capture",
                "_pytest.logging", "_pytest.threadexception", "_pytest.unraisableexception")
+REWRITE_TEST = _pytest.assertion.rewrite._rewrite_test  # pytest's own, for files that are not listed tests
+READ_PYC = _pytest.assertion.rewrite._read_pyc
+HOOK_EXEC_CODE = _pytest.assertion.rewrite.AssertionRewritingHook.exec_module.__code__
+GETFRAME = sys._getframe
 GUARD = None  # recorded in the zygote by warm_up(); every test process starts from that record
 
 
@@ -350,9 +361,12 @@ class LazyStream:
 class TrustedReporter:
     """Registered before pytest parses anything; see the module docstring for what it proves."""
 
-    def __init__(self, frames: Frames, guard: Guard, wanted: list[str]) -> None:
+    def __init__(self, frames: Frames, guard: Guard, wanted: list[str], root: str,
+                 provenance: repo_provenance.Provenance) -> None:
         self.frames, self.guard = frames, guard
         self.wanted = set(wanted)
+        self.root, self.provenance = root, provenance
+        self.test_files = [os.path.join(root, f) for f in dict.fromkeys(n.split("::", 1)[0] for n in wanted)]
         self.collect_errors: list[dict] = []
         self.evidence: set[str] = set()
         self.bad: dict[str, str] = {}  # nodeid -> why it cannot pass
@@ -374,8 +388,28 @@ class TrustedReporter:
     # -- set-up and collection
 
     def pytest_load_initial_conftests(self, early_config, parser, args) -> None:
-        # Neither tryfirst nor trylast: after pytest's own tryfirst set-up, before its trylast conftest loader.
+        # Neither tryfirst nor trylast: after pytest's own tryfirst set-up, before its trylast conftest loader, so
+        # before any package code: the listed test files are compiled here, and pytest's importer takes our code
+        # for them (the guard, rebased after, keeps it so).
+        rewritten = getattr(early_config.known_args_namespace, "assertmode", "plain") == "rewrite"  # as pytest
+        self.provenance.prepare(self.test_files, early_config, rewritten)
+        _pytest.assertion.rewrite._rewrite_test = self._rewrite_test
+        _pytest.assertion.rewrite._read_pyc = self._read_pyc
         self.guard.rebase()
+
+    def _rewrite_test(self, fn, config):
+        """pytest's, except that pytest's own importer (no one else) gets our code of a listed test file, once."""
+        path = str(fn)
+        if GETFRAME(1).f_code is not HOOK_EXEC_CODE:
+            return REWRITE_TEST(fn, config)
+        code = self.provenance.rewritten_code(path)
+        if code is None:
+            return REWRITE_TEST(fn, config)
+        return importlib.util.source_hash(self.provenance.files[path].source), code
+
+    def _read_pyc(self, source, pyc, trace=lambda x: None):
+        """pytest's, except that a listed test file is never read from a cached pyc (our code is the evidence)."""
+        return None if self.provenance.listed(str(source)) else READ_PYC(source, pyc, trace)
 
     def pytest_collectreport(self, report) -> None:
         if report.failed:
@@ -399,6 +433,47 @@ class TrustedReporter:
             self.broken = f"a pytest plugin outside pytest, the repository and its wheels: {untrusted}"
             self.frames.send("integrity", problem=self.broken)
         self._integrity("end of collection")
+        if self.broken is None:
+            try:
+                problem = self._provenance_problem(session.items)
+            except Exception as e:  # noqa: BLE001 - objects the package built that cannot even be inspected
+                problem = f"the collected tests cannot be checked against the trusted files ({type(e).__name__})"
+            if problem:
+                self.broken = problem
+                self.frames.send("integrity", problem=problem)
+
+    def _provenance_problem(self, items: list) -> str | None:
+        """Each collected test function, and its module, is the code compiled from the trusted test file's bytes,
+        whatever the package did to the import system (sys.modules, finders, loaders, __path__, __code__)."""
+        checked: set[tuple[int, str]] = set()
+        for item in items:
+            if not isinstance(item, pytest.Function):
+                continue  # doctests and custom item kinds: the weaker evidence the README names
+            path = os.path.join(self.root, item.nodeid.split("::", 1)[0])
+            sealed = self.guard.sealed.get(item.nodeid, (None,))[0]
+            try:
+                module = item.module
+            except Exception as e:  # noqa: BLE001 - a module that cannot be found is not the trusted one
+                return f"the module of {item.nodeid} cannot be found ({type(e).__name__})"
+            key = (id(module), path)
+            problem = None
+            if key not in checked:
+                checked.add(key)
+                problem = self.provenance.module_problem(module, path)
+            problem = problem or self.provenance.function_problem(sealed) or self._name_problem(item, sealed, path)
+            if problem:
+                return f"the test {item.nodeid} is not the trusted test file's code: {problem}"
+        return None
+
+    def _name_problem(self, item, func, path: str) -> str | None:
+        """A test the trusted file defines with a plain `def` runs that very function, not another of the file's."""
+        compiled = self.provenance.compiled(path)
+        cls = getattr(item, "cls", None)
+        qualname = f"{cls.__qualname__}.{item.originalname}" if cls is not None else item.originalname
+        func = getattr(func, "__func__", func)
+        if compiled is not None and qualname in compiled.defined and func.__code__.co_qualname != qualname:
+            return f"{item.nodeid} runs {func.__code__.co_qualname}, not {qualname}"
+        return None
 
     def _untrusted_plugins(self, pm) -> str | None:
         for plugin in pm.get_plugins():
@@ -459,8 +534,14 @@ class TrustedReporter:
         if report.when == "teardown":
             self._verdict(nodeid)
 
+    def _provenance_kept(self, where: str) -> None:
+        if self.broken is None and self.provenance.changed():
+            self.broken = f"a function of a test file was replaced after collection ({where})"
+            self.frames.send("integrity", problem=self.broken)
+
     def _verdict(self, nodeid: str) -> None:
         item = self.items.get(nodeid)
+        self._provenance_kept(f"after {nodeid}")
         now = time.perf_counter()
         if now - self.checked >= CHECK_EVERY_S:  # a check costs ~0.1 ms: at most every 5 ms of tests
             self.checked = now
@@ -489,6 +570,7 @@ class TrustedReporter:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus) -> None:
         self._integrity("end of session")
+        self._provenance_kept("end of session")
         now = time.perf_counter()
         started = getattr(self, "session_started", now)
         timings = {"pytest_startup_ms": round((started - self.created) * 1000, 3),
@@ -537,7 +619,7 @@ def main() -> None:
     sys.path[:0] = [p for p in cfg["sys_path"] if p not in sys.path]
     _rootdir, inipath, _cfg, _ignored = _pytest.config.findpaths.locate_config(Path(root), [Path(root)])
     config_file = str(inipath) if inipath is not None and str(inipath.parent) == root else os.devnull
-    reporter = TrustedReporter(frames, guard, cfg["tests"])
+    reporter = TrustedReporter(frames, guard, cfg["tests"], root, repo_provenance.Provenance(trusted_file))
     frames.send("start", pytest=pytest.__version__, config=os.path.relpath(config_file, root)
                 if config_file != os.devnull else None)
     stdout = sys.stdout = LazyStream(1)
