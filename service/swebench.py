@@ -12,7 +12,9 @@ at the instance's base commit (`git archive`, an sdist, ...), uploaded with POST
 reads DIR/<instance_id>.tar.gz for every instance, uploads it (REWARDBOX_URL or --url), and writes one /reward item
 per prediction (or per instance, with its gold patch, without --predictions); a prediction whose model_patch is
 null is graded with no patch at all (SWE-bench: `patch_is_None`, unresolved). report() turns an item and its
-result into SWE-bench's per-instance report, pytest_log() into the test part of its evaluation log.
+result into SWE-bench's per-instance report, pytest_log() into the test part of its evaluation log:
+
+    python -m service.swebench report --items items.jsonl --results results.jsonl [--logs DIR] > report.json
 """
 
 from __future__ import annotations
@@ -152,7 +154,33 @@ def test_files_from_patch(test_patch: str, files: dict[str, bytes]) -> dict[str,
         return {path: Path(tmp, path).read_text() for path in touched if Path(tmp, path).is_file()}
 
 
+def report_main(argv: list[str]) -> None:
+    """`python -m service.swebench report --items items.jsonl --results results.jsonl [--logs DIR]`: SWE-bench's
+    report (one entry per instance, as its run report's per-instance reports) on stdout; with --logs, each item's
+    pytest_log as DIR/<instance_id>/test_output.txt, where SWE-bench keeps its own."""
+    p = argparse.ArgumentParser(description="rewardbox results as SWE-bench's per-instance reports (JSON)")
+    p.add_argument("--items", required=True, type=Path, help="the JSONL the converter wrote")
+    p.add_argument("--results", required=True, type=Path, help="JSONL of /reward results, in the items' order")
+    p.add_argument("--logs", type=Path)
+    a = p.parse_args(argv)
+    items = [json.loads(line) for line in a.items.read_text().splitlines() if line.strip()]
+    results = [json.loads(line) for line in a.results.read_text().splitlines() if line.strip()]
+    if len(items) != len(results):
+        raise SystemExit(f"{len(items)} items but {len(results)} results")
+    out: dict[str, Any] = {}
+    for item, result in zip(items, results, strict=True):
+        out.update(report(item, result))
+        if a.logs:
+            folder = a.logs / item["metadata"]["instance_id"]
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "test_output.txt").write_text(pytest_log(result))
+    sys.stdout.write(json.dumps(out, indent=2) + "\n")
+
+
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["report"]:
+        return report_main(argv[1:])
     p = argparse.ArgumentParser(description="SWE-bench-style JSONL to rewardbox repo items (JSONL on stdout)")
     p.add_argument("--instances", required=True, type=Path)
     p.add_argument("--archives", required=True, type=Path, help="directory of <instance_id>.tar.gz snapshots")

@@ -3,6 +3,8 @@ the `swebench` package's own parser and grader."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
 from swebench.harness.grading import get_eval_report
@@ -69,3 +71,17 @@ def test_unknown_ids_are_those_whose_file_exists_nowhere():
     item = swebench.to_item({**INSTANCE, "FAIL_TO_PASS": ["t.py::zz", "u.py::a", "new.py::a"],
                              "test_files": {"new.py": ""}}, "r")
     assert swebench.unknown_ids(item, {"t.py": b""}) == ["u.py::a"]
+
+
+def test_the_report_command_writes_reports_and_logs(tmp_path):
+    item = swebench.prediction_item(INSTANCE, {"instance_id": "x__x-1", "model_patch": "P"}, "r")
+    result = {"status": "failed", "tests": verdicts(a=True, b=False, c=True, d=True)}
+    (tmp_path / "items.jsonl").write_text(json.dumps(item) + "\n")
+    (tmp_path / "results.jsonl").write_text(json.dumps(result) + "\n")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        swebench.main(["report", "--items", str(tmp_path / "items.jsonl"), "--results", str(tmp_path / "results.jsonl"),
+                       "--logs", str(tmp_path / "logs")])
+    assert json.loads(out.getvalue()) == swebench.report(item, result)
+    log = (tmp_path / "logs" / "x__x-1" / "test_output.txt").read_text()
+    assert swebench_report(item, "P", log, tmp_path) == swebench.report(item, result)
