@@ -170,5 +170,8 @@ def test_unknown_fail_to_pass_ids_count_as_failed_as_in_swebench(service, tmp_pa
     assert ours == theirs
     assert ours[UNKNOWN["instance_id"]]["tests_status"]["FAIL_TO_PASS"]["failure"] == [
         "tests/test_calc.py::test_nope", "tests/test_missing.py::test_x"]
-    assert results[0]["reward"] == 0.0
+    assert results[0]["status"] == "failed" and results[0]["reward"] == 0.0
+    why = {v["name"]: (v["status"], v["message"]) for v in results[0]["tests"]}
+    assert why["tests/test_missing.py::test_x"] == ("not_run", "test file tests/test_missing.py not found")
+    assert why["tests/test_calc.py::test_nope"][0] == "not_run"
     assert "tests/test_missing.py::test_x" in warnings and "test_nope" not in warnings
