@@ -38,6 +38,7 @@ $(VENV)/.stamp-all: pyproject.toml
 	$(VENV)/bin/pip install -q '$(TORCH)'
 	$(VENV)/bin/pip install -q -e '.[server,dev,trainer,frameworks]'
 	$(VENV)/bin/pip install -q --no-deps verl==0.9.1 openrlhf==0.11.2  # see the frameworks extra
+	$(VENV)/bin/pip install -q --no-deps swebench==5.0.2  # SWE-bench's own grading, see the frameworks extra
 	@touch $(STAMPS)
 
 # Host packages + Docker engine + sandbox image first: on a fresh Debian box it also installs python3-venv,

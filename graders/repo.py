@@ -97,8 +97,8 @@ def outcome_from(result: Result, fail_to_pass: list[str], pass_to_pass: list[str
     patch = event.get("patch") or {}
     details: dict[str, Any] = {
         "patch": {"applied": bool(patch.get("ok")), "message": str(patch.get("message", ""))[:2000]},
-        **{k: event.get(k) for k in ("changed", "deleted", "restored", "collected", "collect_errors", "timings")
-           if k in event}}
+        **{k: event.get(k) for k in ("changed", "deleted", "restored", "edited_tests", "collected", "collect_errors",
+                                     "timings") if k in event}}
     if not patch.get("ok"):
         verdicts = [Verdict(n, False, "not_run", "the change does not apply") for n in listed]
         outcome = Outcome("patch_error", verdicts=verdicts, message=details["patch"]["message"])
@@ -111,7 +111,7 @@ def outcome_from(result: Result, fail_to_pass: list[str], pass_to_pass: list[str
         verdicts.append(Verdict(name, v.get("passed") is True, str(v.get("status")), str(v.get("message", ""))))
     tampered = event.get("tampered")
     flags = sorted(added_flags(event.get("changed_sources")) | ({"harness_patch"} if tampered else set())
-                   | ({"tests_or_config_edited"} if event.get("restored") else set()))
+                   | ({"tests_or_config_edited"} if event.get("edited_tests") else set()))
     outcome = Outcome("failed", executable=bool(event.get("executable")) and not tampered, verdicts=verdicts,
                       flags=flags)
     passed = {v.name for v in verdicts if v.passed}

@@ -209,5 +209,6 @@ def test_the_swebench_converter_uploads_snapshots_and_writes_items_that_grade(se
     assert items[0]["tests"]["test_files"][test_file].endswith("assert True\n")
     results = api.post("/reward/batch", json={"items": items}).json()["results"]
     assert [r["status"] for r in results] == ["passed", "failed"], [r["message"] for r in results]
+    assert results[0]["flags"] == []  # the test_patch's file restored is the trusted side's step, not an edit
     added = results[0]["tests"][-1]
     assert added["name"].endswith("test_added_by_the_test_patch") and added["passed"]

@@ -194,8 +194,13 @@ def test_outcomes_of_repo_jobs():
     passed = outcome_from(repo_result({"verdicts": ok, "executable": True}), f2p, p2p)
     assert passed.status == "passed" and passed.executable and passed.pass_rate == 1.0
     half = [ok[0] | {"passed": False, "status": "failed"}, ok[1]]
-    failed = outcome_from(repo_result({"verdicts": half, "executable": True, "restored": ["t.py"]}), f2p, p2p)
+    failed = outcome_from(repo_result({"verdicts": half, "executable": True, "restored": ["t.py"],
+                                       "edited_tests": ["t.py"]}), f2p, p2p)
     assert failed.status == "failed" and failed.pass_rate == 0.5 and failed.flags == ["tests_or_config_edited"]
+    # The test_patch's files restored over a change that left them alone: the trusted side's step, no flag.
+    honest = outcome_from(repo_result({"verdicts": ok, "executable": True, "restored": ["t.py"], "edited_tests": []}),
+                          f2p, p2p)
+    assert honest.status == "passed" and honest.flags == []
     assert failed.details["repo"]["fail_to_pass"] == {"passed": 0, "total": 1}
     tampered = outcome_from(repo_result({"verdicts": half, "executable": True, "tampered": "x"}), f2p, p2p)
     assert tampered.status == "failed" and not tampered.executable and "harness_patch" in tampered.flags

@@ -93,7 +93,7 @@ def repo_job(runner, job: dict, limits: dict) -> dict:
     marks["fix_up_ms"] = _ms(t)
     if "error" in fix:
         return _patch_failed(event, fix["error"], marks)
-    event.update({k: fix[k] for k in ("changed", "deleted", "restored", "changed_sources")})
+    event.update({k: fix[k] for k in ("changed", "deleted", "restored", "edited_tests", "changed_sources")})
     t = time.monotonic()
     result = _run_tests(runner, job, limits, fix, started + float(limits["total_s"]), event)
     marks["tests_ms"] = _ms(t)
@@ -252,12 +252,16 @@ def _fix_up(snap: ws.Snapshot, job: dict) -> dict:
             restored.append(rel)
     # A module the change adds at an import root under a standard library name would replace it for the tests (a
     # fake `decimal` whose values equal anything): removed, with its package directory when the change made it.
-    for top in sorted({t for t in map(_stdlib_shadow, added) if t and t not in snap.entries}):
+    shadows = sorted({t for t in map(_stdlib_shadow, added) if t and t not in snap.entries})
+    for top in shadows:
         ws.remove(WORKSPACE, top)
         restored.append(top)
     ws.materialize({rel: ws.Entry("f", data) for rel, data in snap.site.items()}, SITE)
     untrusted = sorted(set(changed + added) - set(restored))
-    return {"changed": untrusted, "deleted": deleted, "restored": sorted(restored),
+    # What the change itself did to trusted files: restoring a test file the task's test_patch brings (absent or
+    # older in the snapshot) is the trusted side's own step, not an edit by the change.
+    edited = sorted((set(restored) & set(changed + added + deleted)) | set(shadows))
+    return {"changed": untrusted, "deleted": deleted, "restored": sorted(restored), "edited_tests": edited,
             "changed_sources": _changed_sources(snap, untrusted),
             "present": sorted(rel for rel in {_file_of(n) for n in job.get("tests") or []}
                               if ws.read_file(WORKSPACE, rel, 0) is not None)}
