@@ -20,6 +20,8 @@ import tarfile
 import zlib
 from dataclasses import dataclass
 
+from rewardbox.names import wire
+
 
 @dataclass(frozen=True)
 class ArchiveLimits:
@@ -34,7 +36,7 @@ class BadArchive(ValueError):
     """What is wrong with the archive, for the client; `status` is 413 for a limit, 400 for anything else."""
 
     def __init__(self, problem: str, status: int = 400) -> None:
-        super().__init__(problem)
+        super().__init__(wire(problem))  # a member name that is not UTF-8 arrives git-quoted (rewardbox/names.py)
         self.status = status
 
 
@@ -162,7 +164,7 @@ def _read(archive: bytes, limits: ArchiveLimits) -> dict[str, _Member]:
                     raise BadArchive(f"archive: {path} is a sparse file, which is not supported")
                 member = _Member("f", _content(tar, info), bool(info.mode & 0o111))
             elif info.issym():
-                member = _Member("l", info.linkname.encode())
+                member = _Member("l", info.linkname.encode("utf-8", "surrogateescape"))
                 if info.linkname.startswith("/") or not info.linkname:
                     raise BadArchive(f"archive: link {path} -> {info.linkname!r} points outside the repository")
             elif info.islnk():  # a hard link: a copy of an earlier file of the archive
@@ -235,9 +237,10 @@ def _check_links(members: dict[str, _Member]) -> None:
                 raise BadArchive(f"archive: {path} lies below {parent}, which is not a directory")
             parent = posixpath.dirname(parent)
         if member.kind == "l":
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.data.decode()))
+            link = member.data.decode("utf-8", "surrogateescape")  # a link target is bytes, like a name
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), link))
             if target == ".." or target.startswith("../") or target.startswith("/"):
-                raise BadArchive(f"archive: link {path} -> {member.data.decode()!r} points outside the repository")
+                raise BadArchive(f"archive: link {path} -> {link!r} points outside the repository")
 
 
 def _write(members: dict[str, _Member]) -> bytes:
@@ -251,7 +254,8 @@ def _write(members: dict[str, _Member]) -> bytes:
                     info.type, info.mode = tarfile.DIRTYPE, 0o755
                     tar.addfile(info)
                 elif member.kind == "l":
-                    info.type, info.mode, info.linkname = tarfile.SYMTYPE, 0o777, member.data.decode()
+                    info.type, info.mode = tarfile.SYMTYPE, 0o777
+                    info.linkname = member.data.decode("utf-8", "surrogateescape")
                     tar.addfile(info)
                 else:
                     info.size, info.mode = len(member.data), 0o755 if member.executable else 0o644

@@ -118,6 +118,12 @@ def test_a_session_with_such_names_is_graded_and_submitted(api, calc_id):
     r = api.post(f"/sessions/{sid}/reward", json={"tests": CALC_TESTS})
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "passed" and r.json()["reward"] == 1.0, r.json()
+    binary = new(api, calc_id)
+    sh(api, binary, "sed -i 's/a - b/a + b/' pkg/calc.py && printf '\\377\\000' > \"$(printf 'b\\377.bin')\"")
+    graded = api.post(f"/sessions/{binary}/reward", json={"tests": CALC_TESTS})
+    assert graded.status_code == 200 and graded.json()["status"] == "passed", graded.text
+    assert graded.json()["details"]["session"]["not_in_patch"] == ['"b\\377.bin"']
+    assert api.get(f"/sessions/{binary}/diff").json()["not_in_patch"] == ['"b\\377.bin"']
     listing = api.get(f"/sessions/{sid}/files", params={"path": "\"\\377.py\""})
     assert listing.status_code == 200, listing.text
     assert listing.json()["content"] == ""

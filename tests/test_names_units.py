@@ -3,15 +3,20 @@ serialise. The real-sandbox behaviour is in tests/test_names_not_utf8.py."""
 
 from __future__ import annotations
 
+import io
 import os
 import random
 import subprocess
+import tarfile
 import tempfile
+
+import pytest
 
 from rewardbox.names import quote, unquote, wire
 from service.app import _item_json
 from service.models import BatchResult, ItemResult
-from service.session_workspace import repo_diff
+from service.repo_archive import ArchiveLimits, BadArchive, normalize
+from service.session_workspace import load_snapshot, repo_diff
 
 NAMES = ["\udcff.py", "d\udcfe/a\\b\"c.txt", "tab\there", "nl\nhere", "é.py", "\udcc3\udca9", "del\x7f"]
 
@@ -71,3 +76,26 @@ def test_a_batch_item_that_cannot_serialise_is_its_own_infra_error() -> None:
     result = ItemResult(rollout_id="r", status="failed", reward=0.0, details={"x": object()})
     body = _item_json(result)
     assert b'"infra_error"' in body and b"could not be serialised" in body
+
+
+def _archive(members: list[tuple[str, bytes, str]]) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz", format=tarfile.GNU_FORMAT) as tar:
+        for name, kind, target in members:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, target
+            tar.addfile(info, io.BytesIO(b"") if kind == tarfile.REGTYPE else None)
+    return out.getvalue()
+
+
+def test_an_archive_link_whose_target_is_not_utf8_is_kept_byte_for_byte() -> None:
+    upload = _archive([("f\udcff", tarfile.REGTYPE, ""), ("ln", tarfile.SYMTYPE, "f\udcff")])
+    snapshot = load_snapshot(normalize(upload, ArchiveLimits()).data)
+    assert snapshot["ln"].data == b"f\xff" and snapshot["f\udcff"].kind == "f"
+
+
+def test_a_refusal_naming_a_member_that_is_not_utf8_is_text() -> None:
+    with pytest.raises(BadArchive) as refused:
+        normalize(_archive([("x\udcff", tarfile.FIFOTYPE, "")]), ArchiveLimits())
+    str(refused.value).encode("utf-8")
+    assert "\\377" in str(refused.value)
