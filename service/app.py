@@ -138,7 +138,10 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
         results = await executor.score_many(batch.items, batch.deadline_s)
 
         def body() -> bytes:
-            return BatchResult(results=results).model_dump_json().encode()
+            try:
+                return BatchResult(results=results).model_dump_json().encode()
+            except ValueError:  # one result that cannot serialise must not take the others with it
+                return b'{"results":[' + b",".join(_item_json(r) for r in results) + b"]}"
 
         content = await asyncio.to_thread(body) if len(results) >= THREAD_AT else body()
         return Response(content, media_type="application/json")
@@ -189,3 +192,14 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
     app.include_router(session_router)
     app.mount("/static", StaticFiles(directory=dashboard.STATIC), name="static")
     return app
+
+
+def _item_json(result: ItemResult) -> bytes:
+    """One batch result; if it cannot be serialised it becomes an infra_error saying why (a fault of ours: every
+    string of a result is made UTF-8 text by ItemResult itself)."""
+    try:
+        return result.model_dump_json().encode()
+    except ValueError as e:
+        return ItemResult(id=result.id, rollout_id=result.rollout_id, status="infra_error", reward=None,
+                          profile=result.profile, message=f"the result could not be serialised: {e}"[:500]
+                          ).model_dump_json().encode()

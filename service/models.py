@@ -5,10 +5,12 @@ from __future__ import annotations
 import ast
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 from pydantic_core import PydanticCustomError
+from pydantic_core.core_schema import SerializerFunctionWrapHandler
 
 from graders import pyast
+from rewardbox.names import wire
 from sandboxes.languages import supported_languages
 
 from .repo_models import RepoRef, RepoTests, check_repo_fields
@@ -234,6 +236,25 @@ class ItemResult(BaseModel):
     flags: list[str] = Field(default_factory=list)
     message: str = ""
     details: dict[str, Any] = Field(default_factory=dict, description="lint messages, efficiency inputs, ...")
+
+    @model_serializer(mode="wrap")
+    def _names_as_text(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A file name a program made may hold bytes that are not UTF-8 (a surrogate escape here): such a string
+        goes out git-quoted (rewardbox/names.py), so that every result serialises and no batch loses its others.
+        Here, at the one way out, because results are assigned to and mutated after they are built."""
+        fields = {name: as_text(getattr(self, name)) for name in type(self).model_fields}
+        return handler(type(self).model_construct(**fields))  # (dict keys: the handler's own output loses them)
+
+
+def as_text(value: Any) -> Any:
+    """value with every string (dict keys too) that is not UTF-8 text replaced by its quoted form."""
+    if isinstance(value, str):
+        return wire(value)
+    if isinstance(value, dict):
+        return {as_text(k): as_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [as_text(v) for v in value]
+    return value
 
 
 class BatchResult(BaseModel):

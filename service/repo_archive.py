@@ -20,6 +20,8 @@ import tarfile
 import zlib
 from dataclasses import dataclass
 
+from rewardbox.names import wire
+
 
 @dataclass(frozen=True)
 class ArchiveLimits:
@@ -27,13 +29,14 @@ class ArchiveLimits:
     unpacked_bytes: int = 32 << 20  # all file contents (the sandbox's /scratch holds the workspace: see README)
     files: int = 2500  # files, directories and links
     depth: int = 32  # path components
+    header_bytes: int = 64 << 10  # one member's headers: its ustar block plus pax / GNU extensions (see _Bounded)
 
 
 class BadArchive(ValueError):
     """What is wrong with the archive, for the client; `status` is 413 for a limit, 400 for anything else."""
 
     def __init__(self, problem: str, status: int = 400) -> None:
-        super().__init__(problem)
+        super().__init__(wire(problem))  # a member name that is not UTF-8 arrives git-quoted (rewardbox/names.py)
         self.status = status
 
 
@@ -67,15 +70,87 @@ def normalize(archive: bytes, limits: ArchiveLimits) -> Normalized:
                       unpacked_bytes=unpacked, files=len(members), stripped=stripped)
 
 
+# The header types whose content tarfile reads whole into memory, named for the client.
+_EXTENSIONS = {b"x": "pax extended header", b"X": "pax extended header (Solaris)", b"g": "pax global header",
+               b"L": "GNU long name", b"K": "GNU long link name", b"S": "GNU sparse header"}
+
+
+class _Bounded(io.RawIOBase):
+    """The decompressed tar stream as tarfile sees it, with every header bounded before tarfile reads it.
+
+    tarfile reads a pax ('x', 'g') or GNU ('L', 'K') extension whole (`fileobj.read(size)`, size from the
+    archive), follows chains of them by recursion, and reads sparse maps block by block, all inside one
+    `next()`: a 255 KiB upload declaring a 500 MiB pax header took the API process to 652 MiB. So while
+    tarfile looks for the next member (`reading_headers`), everything it reads counts against
+    `limits.header_bytes`, and a read that would pass it is refused before anything is read: the header's
+    content is never decompressed, let alone held. Member data is read by the caller in chunks, and the
+    whole stream is bounded by what the limits allow (data plus headers of every member).
+    Chosen over a separate pre-scan of the 512-byte blocks because it cannot disagree with tarfile about where
+    a header starts (pax `size` records, base-256 sizes, sparse maps): it sits under tarfile's own reads.
+    """
+
+    def __init__(self, gz: gzip.GzipFile, limits: ArchiveLimits) -> None:
+        super().__init__()
+        self.gz, self.limits = gz, limits
+        self.stream_cap = limits.unpacked_bytes + (limits.files + 1) * (limits.header_bytes + 1024)
+        self.reading_headers = False
+        self.header_used = 0
+        self.header_kind = b""  # the type flag of the last header block tarfile read
+
+    def start_member(self) -> None:
+        self.reading_headers, self.header_used, self.header_kind = True, 0, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            raise BadArchive("archive: unreadable (an unbounded read)")
+        if self.reading_headers:
+            if self.header_used + size > self.limits.header_bytes:
+                what = _EXTENSIONS.get(self.header_kind, "member header")
+                raise BadArchive(f"archive: headers of one member pass the limit of {self.limits.header_bytes} "
+                                 f"bytes: a {what} asks for {size} bytes after {self.header_used}", 413)
+            self.header_used += size
+        if self.gz.tell() + size > self.stream_cap:
+            raise BadArchive(f"archive: unpacks to more than {self.stream_cap} bytes of tar stream", 413)
+        data = self.gz.read(size)
+        if self.reading_headers and size == tarfile.BLOCKSIZE and data[156:157] in _EXTENSIONS:
+            self.header_kind = data[156:157]  # (a header, or content that looks like one: only the message differs)
+        return data
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        here = self.gz.tell()
+        target = offset if whence == io.SEEK_SET else here + offset if whence == io.SEEK_CUR else -1
+        if target < 0 or target > self.stream_cap:
+            raise BadArchive(f"archive: unpacks to more than {self.stream_cap} bytes of tar stream", 413)
+        return self.gz.seek(target)
+
+    def tell(self) -> int:
+        return self.gz.tell()
+
+
 def _read(archive: bytes, limits: ArchiveLimits) -> dict[str, _Member]:
     members: dict[str, _Member] = {}
     unpacked = 0
+    stream = _Bounded(gzip.GzipFile(fileobj=io.BytesIO(archive), mode="rb"), limits)
+    stream.start_member()
     try:
-        tar = tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz")
-    except (tarfile.TarError, OSError, EOFError) as e:
+        tar = tarfile.open(fileobj=stream, mode="r:")  # reads the first member's headers
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
         raise BadArchive(f"archive: not a gzip-compressed tar ({e})") from None
+    except RecursionError:
+        raise BadArchive("archive: a chain of extension headers too long to read", 413) from None
     try:
-        for info in tar:
+        while True:
+            stream.start_member()
+            info = tar.next()
+            stream.reading_headers = False
+            if info is None:
+                break
             if len(members) >= limits.files:
                 raise BadArchive(f"archive: more than {limits.files} entries", 413)
             path = _clean(info.name, limits)
@@ -85,10 +160,11 @@ def _read(archive: bytes, limits: ArchiveLimits) -> dict[str, _Member]:
                 unpacked += info.size
                 if unpacked > limits.unpacked_bytes:
                     raise BadArchive(f"archive: unpacks to more than {limits.unpacked_bytes} bytes", 413)
-                f = tar.extractfile(info)
-                member = _Member("f", f.read() if f else b"", bool(info.mode & 0o111))
+                if info.sparse is not None:
+                    raise BadArchive(f"archive: {path} is a sparse file, which is not supported")
+                member = _Member("f", _content(tar, info), bool(info.mode & 0o111))
             elif info.issym():
-                member = _Member("l", info.linkname.encode())
+                member = _Member("l", info.linkname.encode("utf-8", "surrogateescape"))
                 if info.linkname.startswith("/") or not info.linkname:
                     raise BadArchive(f"archive: link {path} -> {info.linkname!r} points outside the repository")
             elif info.islnk():  # a hard link: a copy of an earlier file of the archive
@@ -113,9 +189,19 @@ def _read(archive: bytes, limits: ArchiveLimits) -> dict[str, _Member]:
             members[path] = member
     except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
         raise BadArchive(f"archive: unreadable ({e})") from None
+    except RecursionError:
+        raise BadArchive("archive: a chain of extension headers too long to read", 413) from None
     finally:
         tar.close()
     return members
+
+
+def _content(tar: tarfile.TarFile, info: tarfile.TarInfo) -> bytes:
+    """A member's bytes, read in chunks: one read of the whole member would ask _Bounded for more than a header."""
+    f = tar.extractfile(info)
+    if f is None:
+        return b""
+    return b"".join(iter(lambda: f.read(1 << 16), b""))
 
 
 def _clean(name: str, limits: ArchiveLimits) -> str:
@@ -151,9 +237,10 @@ def _check_links(members: dict[str, _Member]) -> None:
                 raise BadArchive(f"archive: {path} lies below {parent}, which is not a directory")
             parent = posixpath.dirname(parent)
         if member.kind == "l":
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.data.decode()))
+            link = member.data.decode("utf-8", "surrogateescape")  # a link target is bytes, like a name
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), link))
             if target == ".." or target.startswith("../") or target.startswith("/"):
-                raise BadArchive(f"archive: link {path} -> {member.data.decode()!r} points outside the repository")
+                raise BadArchive(f"archive: link {path} -> {link!r} points outside the repository")
 
 
 def _write(members: dict[str, _Member]) -> bytes:
@@ -167,7 +254,8 @@ def _write(members: dict[str, _Member]) -> bytes:
                     info.type, info.mode = tarfile.DIRTYPE, 0o755
                     tar.addfile(info)
                 elif member.kind == "l":
-                    info.type, info.mode, info.linkname = tarfile.SYMTYPE, 0o777, member.data.decode()
+                    info.type, info.mode = tarfile.SYMTYPE, 0o777
+                    info.linkname = member.data.decode("utf-8", "surrogateescape")
                     tar.addfile(info)
                 else:
                     info.size, info.mode = len(member.data), 0o755 if member.executable else 0o644

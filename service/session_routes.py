@@ -20,6 +20,8 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
 
+from rewardbox.names import unquote, wire
+
 from .models import ItemResult
 from .repos import check_repo
 from .schema import ERRORS, Message
@@ -97,8 +99,9 @@ async def exec_command(sid: str, body: ExecRequest, request: Request) -> dict[st
 @router.get("/sessions/{sid}/files", responses=_errors(404, 410, 415, 422))
 async def read_file(sid: str, request: Request, path: str = Query(..., min_length=1, max_length=1024)
                     ) -> dict[str, Any]:
+    name = unquote(path).decode("utf-8", "surrogateescape")  # a name that is not UTF-8 comes git-quoted
     try:
-        node = await _manager(request).read(sid, path)
+        node = await _manager(request).read(sid, name)
     except SessionGone as e:
         raise _gone(e) from None
     except PathError as e:
@@ -108,7 +111,7 @@ async def read_file(sid: str, request: Request, path: str = Query(..., min_lengt
     except UnicodeDecodeError:
         raise HTTPException(415, detail=f"path: {path} is not UTF-8 text ({len(node.data)} bytes); read it with a "
                                         "command (e.g. base64) instead") from None
-    return {"path": path, "content": content, "executable": node.executable}
+    return {"path": wire(name), "content": content, "executable": node.executable}
 
 
 @router.put("/sessions/{sid}/files", responses=_errors(404, 410, 413, 422))
@@ -128,7 +131,7 @@ async def diff(sid: str, request: Request) -> dict[str, Any]:
         patch, skipped = await _manager(request).diff(sid)
     except SessionGone as e:
         raise _gone(e) from None
-    return {"patch": patch, "not_in_patch": skipped}
+    return {"patch": patch, "not_in_patch": [wire(p) for p in skipped]}
 
 
 @router.post("/sessions/{sid}/fork", status_code=201, responses=_errors(404, 410, 422, 429))

@@ -54,7 +54,7 @@ def load_snapshot(normalized: bytes) -> dict[str, Node]:
             if m.isdir():
                 out[m.name] = Node("d")
             elif m.issym():
-                out[m.name] = Node("l", m.linkname.encode())
+                out[m.name] = Node("l", m.linkname.encode("utf-8", "surrogateescape"))
             elif m.isreg():
                 f = tar.extractfile(m)
                 out[m.name] = Node("f", f.read() if f else b"", bool(m.mode & 0o100))

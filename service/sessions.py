@@ -36,6 +36,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from rewardbox.names import wire
 from sandboxes import Limits, Result, SandboxPool, SessionJob, Status
 
 from .config import SessionSettings
@@ -374,12 +375,13 @@ async def grade(sub: Submission, tests: Any, profile: str, client_id: str | None
                 metrics: SessionMetrics) -> ItemResult:
     """The submission as a repo item whose patch is the session's diff, scored like any item (so stored as a
     rollout, its metadata carrying the session's history)."""
+    skipped = [wire(p) for p in sub.not_in_patch]  # names a program made: git-quoted when not UTF-8
     item = RewardItem.model_validate({
         "id": client_id, "language": "python", "repo": {"id": sub.repo_id}, "patch": sub.patch,
         "tests": tests.model_dump(), "profile": profile,
         "metadata": {"session": {"id": sub.session_id, "parent": sub.parent, "history": sub.history,
-                                 "not_in_patch": sub.not_in_patch}}})
+                                 "not_in_patch": skipped}}})
     result = (await score([item]))[0]
-    result.details["session"] = {"id": sub.session_id, "commands": sub.commands, "not_in_patch": sub.not_in_patch}
+    result.details["session"] = {"id": sub.session_id, "commands": sub.commands, "not_in_patch": skipped}
     metrics.rewards.labels(result.status).inc()
     return result

@@ -31,15 +31,41 @@ def unified_diff(old: dict[str, bytes | None], new: dict[str, bytes | None], con
     return "".join(out)
 
 
+def quote_path(path: str) -> str:
+    """A path as git writes it in a diff: as it is, or C-quoted ("\\377.py" for the byte 0xff) when it holds bytes
+    that are not UTF-8 (surrogate escapes, as os.scandir decodes them), `"`, `\\` or control characters. GNU patch
+    reads both forms. The client's rewardbox/names.py has the same rule for names in results."""
+    if all(ch >= " " and ch not in '"\\\x7f' and not "\ud800" <= ch <= "\udfff" for ch in path):
+        return path
+    out = ['"']
+    for ch in path:
+        code = ord(ch)
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\{code:03o}")
+        elif 0xD800 <= code <= 0xDFFF:
+            raw = bytes([code - 0xDC00]) if 0xDC80 <= code <= 0xDCFF else ch.encode("utf-8", "surrogatepass")
+            out.extend(f"\\{b:03o}" for b in raw)
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\a": "\\a", "\b": "\\b",
+            "\f": "\\f", "\v": "\\v"}
+
+
 def _file_diff(path: str, before: bytes | None, after: bytes | None, context: int) -> str:
     a, b = _lines(path, before), _lines(path, after)
-    header = [f"diff --git a/{path} b/{path}\n"]
+    header = [f"diff --git {quote_path('a/' + path)} {quote_path('b/' + path)}\n"]
     if before is None:
         header.append("new file mode 100644\n")
     elif after is None:
         header.append("deleted file mode 100644\n")
-    src = "/dev/null" if before is None else f"a/{path}"
-    dst = "/dev/null" if after is None else f"b/{path}"
+    src = "/dev/null" if before is None else quote_path(f"a/{path}")
+    dst = "/dev/null" if after is None else quote_path(f"b/{path}")
     body = []
     for line in difflib.unified_diff(a, b, src, dst, n=context, lineterm="\n"):
         if line.startswith(("---", "+++")):

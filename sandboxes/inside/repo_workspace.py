@@ -88,7 +88,7 @@ def load(data: bytes) -> Snapshot:
                     target = os.path.normpath(os.path.join(os.path.dirname(rel), member.linkname))
                     if member.linkname.startswith("/") or target == ".." or target.startswith("../"):
                         raise BadSnapshot(f"link {rel} points outside the repository")
-                    entries[rel] = Entry("l", member.linkname.encode())
+                    entries[rel] = Entry("l", member.linkname.encode("utf-8", "surrogateescape"))
                 else:
                     raise BadSnapshot(f"{rel}: not a file, directory or link")
     except (tarfile.TarError, OSError, EOFError) as e:
@@ -157,7 +157,7 @@ def materialize(entries: dict[str, Entry], root: str) -> None:
             os.makedirs(path, exist_ok=True)
         elif entry.kind == "l":
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            os.symlink(entry.data.decode(), path)
+            os.symlink(entry.data.decode("utf-8", "surrogateescape"), path)
         else:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             _write_new(path, entry.data, entry.executable)

@@ -95,7 +95,8 @@ def _build(snap: ws.Snapshot, delta: dict) -> dict:
         elif kind == "l":
             ws.write_over(WORKSPACE, rel, b"")  # real directories on the way, nothing in the place
             ws.remove(WORKSPACE, rel)
-            os.symlink(base64.b64decode(change.get("b64") or "").decode(), os.path.join(WORKSPACE, rel))
+            target = base64.b64decode(change.get("b64") or "").decode("utf-8", "surrogateescape")  # bytes, like a name
+            os.symlink(target, os.path.join(WORKSPACE, rel))
         else:
             ws.write_over(WORKSPACE, rel, base64.b64decode(change.get("b64") or ""), bool(change.get("x")))
     return {"ok": True}
