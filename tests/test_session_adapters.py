@@ -100,24 +100,33 @@ def test_verl_tool_shares_one_session_per_trajectory_and_submit_is_the_reward(se
 
     tools = {a: RewardboxSessionTool({"url": server, "action": a}, None) for a in ("bash", "read_file", "submit")}
     assert tools["bash"].get_openai_tool_schema().function.name == "bash"
-    create = {"create_kwargs": {"repo_id": calc_id, "tests": json.dumps(TESTS)}}
+    # the task rides in one tool's entry only; verl passes each tool its own entry, agent_data carries them all
+    row = {"submit": {"create_kwargs": {"repo_id": calc_id, "tests": json.dumps(TESTS)}}}
+    trajectories = {t: SimpleNamespace(extra_fields={}, tools_kwargs=row) for t in ("traj-1", "traj-2")}
 
-    async def call(action: str, params: dict, request_id: str):
+    async def call(action: str, params: dict, trajectory: str):
         tool = tools[action]
-        instance_id, _ = await tool.create(**create)
+        instance_id, _ = await tool.create(create_kwargs=row.get(action, {}).get("create_kwargs", {}))
         try:
-            return await tool.execute(instance_id, params, agent_data=SimpleNamespace(request_id=request_id))
+            return await tool.execute(instance_id, params, agent_data=trajectories[trajectory])
         finally:
             await tool.release(instance_id)
 
-    async def trajectories():
-        await call("bash", {"command": FIX}, "traj-1")
+    async def run():
+        await asyncio.gather(call("bash", {"command": FIX}, "traj-1"), call("bash", {"command": "true"}, "traj-1"))
         read, _, _ = await call("read_file", {"path": "pkg/calc.py"}, "traj-1")
         other, _, _ = await call("read_file", {"path": "pkg/calc.py"}, "traj-2")
-        done, reward, metrics = await call("submit", {}, "traj-1")
-        lost, reward2, _ = await call("submit", {}, "traj-2")
-        return read.text, other.text, reward, metrics, reward2
+        _, reward, metrics = await call("submit", {}, "traj-1")
+        after, _, _ = await call("bash", {"command": "true"}, "traj-1")
+        _, reward2, _ = await call("submit", {}, "traj-2")
+        return read.text, other.text, reward, metrics, after.text, reward2
 
-    fixed, untouched, reward, metrics, reward2 = asyncio.run(trajectories())
-    assert "a + b" in fixed and "a - b" in untouched
-    assert reward == 1.0 and metrics["reward"] == 1.0 and reward2 == 0.0
+    fixed, untouched, reward, metrics, after, reward2 = asyncio.run(run())
+    assert "a + b" in fixed and "a - b" in untouched  # parallel calls of one turn opened one session
+    assert reward == 1.0 and metrics == {"reward": 1.0, "status": "passed"} and reward2 == 0.0
+    assert after.startswith("the episode was submitted")
+    state = trajectories["traj-1"].extra_fields["rewardbox"]
+    assert state["grade"] == {"reward": 1.0, "status": "passed"} and state["closed"]
+    with pytest.raises(HTTPStatusError) as gone:
+        Session(Client(server), state["session_id"]).exec("true")
+    assert gone.value.status == 410
