@@ -92,6 +92,51 @@ def test_trl_environment_is_probed_like_grpo_trainer_and_owns_the_reward(server,
     other.reset(repo_id=calc_id, tests=TESTS)  # a fork of the same base: the first rollout's fix is not in it
     assert "a - b" in other.read_file("pkg/calc.py")
     assert other.get_reward() == 0.0
+    (base,) = factory.bases.sessions.values()
+    factory.close()  # the factory's warm bases are closed with it
+    with pytest.raises(HTTPStatusError) as gone:
+        base.exec("true")
+    assert gone.value.status == 410
+
+
+def test_trl_environments_of_another_url_share_no_base_and_an_outage_is_none(server, calc_id):
+    """A factory pointing elsewhere never reuses another's warm base: there it cannot open a session, the episode
+    goes on (the policy is told) and the reward is None, which TRL masks; never a 0."""
+    from trainer.adapters.trl_env import session_environment
+
+    live = session_environment(url=server)
+    live().reset(repo_id=calc_id, tests=TESTS)
+    elsewhere = session_environment(url=_dead_url())
+    elsewhere.client.retries = 0
+    env = elsewhere()
+    env.reset(repo_id=calc_id, tests=TESTS)
+    assert elsewhere.bases.sessions == {} and len(live.bases.sessions) == 1
+    with pytest.raises(Exception, match="no session"):  # TRL shows the policy {"error": ...}
+        env.bash(FIX)
+    assert env.get_reward() is None
+    live.close()
+
+
+def test_trl_environment_reopens_a_warm_base_that_expired(server, calc_id):
+    from trainer.adapters.trl_env import session_environment
+
+    factory = session_environment(url=server)
+    env = factory()
+    env.reset(repo_id=calc_id, tests=TESTS)
+    (base,) = factory.bases.sessions.values()
+    base.close()  # as its TTL would
+    env.reset(repo_id=calc_id, tests=TESTS)
+    assert "exit code: 0" in env.bash(FIX) and env.get_reward() == 1.0
+    assert list(factory.bases.sessions.values()) != [base]
+    factory.close()
+
+
+def _dead_url() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
 def test_verl_tool_shares_one_session_per_trajectory_and_submit_is_the_reward(server, calc_id):
