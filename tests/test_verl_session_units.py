@@ -28,7 +28,7 @@ def test_a_row_without_its_task_is_a_dataset_mistake_naming_the_fields():
 
 def test_a_submitted_grade_is_the_score_with_the_batch_keys():
     state = {"session_id": "s", "closed": True, "grade": {"reward": 1.0, "status": "passed"}}
-    result = asyncio.run(compute_score("d", "", "", {"rewardbox": state}, url="http://127.0.0.1:9"))
+    result = asyncio.run(compute_score("d", "", "", {"rewardbox": state, "tool_rewards": []}, url="http://127.0.0.1:9"))
     assert result == {"score": 1.0, "acc": 1.0, "status": "passed", "submitted": 1.0, "graded": 1.0}
     assert tuple(result) == KEYS
 
@@ -36,7 +36,21 @@ def test_a_submitted_grade_is_the_score_with_the_batch_keys():
 def test_a_trajectory_with_a_service_fault_is_never_scored_zero():
     state = {"fault": "bash: POST /sessions: 429"}
     with pytest.raises(RewardboxUnavailable, match="a tool call failed on the service's side: bash"):
-        asyncio.run(compute_score("d", "", "", {"rewardbox": state}, url="http://127.0.0.1:9"))
-    result = asyncio.run(compute_score("d", "", "", {"rewardbox": state}, url="http://127.0.0.1:9",
+        asyncio.run(compute_score("d", "", "", {"rewardbox": state, "tool_rewards": []}, url="http://127.0.0.1:9"))
+    result = asyncio.run(compute_score("d", "", "", {"rewardbox": state, "tool_rewards": []}, url="http://127.0.0.1:9",
                                        on_infra_error="fallback", fallback_score=-1.0))
     assert result == {"score": -1.0, "acc": None, "status": "infra_error", "submitted": 0.0, "graded": 0.0}
+
+
+def test_scored_without_the_tools_record_it_refuses_rather_than_grade_the_unchanged_repository():
+    with pytest.raises(ValueError, match="agent reward loop"):
+        asyncio.run(compute_score("d", "", "", {"tools_kwargs": {}}, url="http://127.0.0.1:9"))
+
+
+def test_the_session_cap_is_a_fault_of_the_service_a_bad_path_the_policys_mistake():
+    from rewardbox import HTTPStatusError, TransportError
+    from trainer.adapters.verl_tool import _is_fault
+
+    assert _is_fault(HTTPStatusError(429, "sessions: at the cap")) and _is_fault(TransportError("refused"))
+    assert _is_fault(HTTPStatusError(410, "the session ended"))
+    assert not any(_is_fault(HTTPStatusError(s, "path")) for s in (404, 415, 422))

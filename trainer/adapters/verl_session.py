@@ -12,6 +12,8 @@ verl calls it once per trajectory, after the trajectory ended, with the tools' r
 - a session the trajectory opened but did not submit: graded now, as it stands (what RepoEnv does at its last step);
 - no session at all (the policy called no tool): the repository unchanged, graded as a repo item with an empty patch.
 Then the session is closed, whatever happened: a trajectory that never submits leaves nothing open until its TTL.
+The record reaches this function in verl's agent reward loop (each trajectory scored as it ends, the default without
+a colocated reward model); scored any other way, it raises rather than grade the wrong thing.
 
 `reward_kwargs` are those of trainer/adapters/verl.py: `url`, `token` (else REWARDBOX_URL / REWARDBOX_TOKEN; the
 session's own URL, recorded by the tools, wins), `profile` (for a grade given here; default binary),
@@ -100,6 +102,10 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: Any, 
                         **kwargs: Any) -> dict[str, Any]:
     options = Options(**{"profile": "binary", **kwargs})
     extra_info = extra_info if isinstance(extra_info, dict) else {}
+    if "tool_rewards" not in extra_info:  # scored without the trajectory's record: it would grade the wrong thing
+        raise ValueError("verl_session.compute_score scores ToolAgentLoop trajectories: it needs the tools' record "
+                         "(extra_info['tool_rewards'] and ['rewardbox']), which verl hands over in its agent reward "
+                         "loop (the default without a colocated reward model)")
     state = dict(extra_info.get(STATE) or {})
     client = _client(state.get("url") or options.url, options.token)
     submitted = 1.0 if "grade" in state else 0.0
