@@ -161,13 +161,14 @@ def test_verl_tool_shares_one_session_per_trajectory_and_submit_is_the_reward(se
         await asyncio.gather(call("bash", {"command": FIX}, "traj-1"), call("bash", {"command": "true"}, "traj-1"))
         read, _, _ = await call("read_file", {"path": "pkg/calc.py"}, "traj-1")
         other, _, _ = await call("read_file", {"path": "pkg/calc.py"}, "traj-2")
-        _, reward, metrics = await call("submit", {}, "traj-1")
-        after, _, _ = await call("bash", {"command": "true"}, "traj-1")
+        # one turn: submit, then a command: in that order, the command told the episode is over
+        (_, reward, metrics), (after, _, _) = await asyncio.gather(call("submit", {}, "traj-1"),
+                                                                     call("bash", {"command": "true"}, "traj-1"))
         _, reward2, _ = await call("submit", {}, "traj-2")
         return read.text, other.text, reward, metrics, after.text, reward2
 
     fixed, untouched, reward, metrics, after, reward2 = asyncio.run(run())
-    assert "a + b" in fixed and "a - b" in untouched  # parallel calls of one turn opened one session
+    assert "a + b" in fixed and "a - b" in untouched  # parallel calls of one turn: one session, in order
     assert reward == 1.0 and metrics == {"reward": 1.0, "status": "passed"} and reward2 == 0.0
     assert after.startswith("the episode was submitted")
     state = trajectories["traj-1"].extra_fields["rewardbox"]

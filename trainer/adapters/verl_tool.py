@@ -12,7 +12,8 @@ calls a tool's `calc_reward`), and how the reward function closes a session that
 The session opens on the trajectory's first tool call, from the row's `extra_info.tools_kwargs`: `repo_id` and
 `tests` are looked up in the calling tool's `create_kwargs` first, then in every other tool's (verl passes each tool
 only its own entry), so one entry carries them for all. `submit` grades the session, records the grade, closes the
-session and answers the grade as its step reward; later calls are told the episode was submitted.
+session and answers the grade as its step reward; later calls are told the episode was submitted. The calls of
+one trajectory run one at a time, in the order the policy wrote them (verl may run a turn's calls concurrently).
 
 A call that fails on the service's side (unreachable, 429 past the client's retries, 5xx, a session ended under
 the trajectory) is recorded as the trajectory's fault and raised (verl shows the policy the error); the reward
@@ -87,11 +88,20 @@ class RewardboxSessionTool(BaseTool):
         if agent_data is None:
             raise TypeError("RewardboxSessionTool needs verl's agent_data (verl >= 0.9 ToolAgentLoop passes it)")
         state = agent_data.extra_fields.setdefault(STATE, {})
+        if not hasattr(agent_data, "_rewardbox_lock"):
+            agent_data._rewardbox_lock = asyncio.Lock()
+        # one call of a trajectory at a time, in the order the policy wrote them (asyncio.Lock is FIFO): a session
+        # runs one command at a time, and a submit next to a bash call in one turn must not close it under the call
+        async with agent_data._rewardbox_lock:
+            return await self._execute(agent_data, state, self.create_kwargs.get(instance_id), parameters)
+
+    async def _execute(self, agent_data: Any, state: dict[str, Any], own: dict[str, Any] | None,
+                       parameters: dict[str, Any]) -> tuple[Any, float | None, dict]:
         if "grade" in state:
             grade = state["grade"]
             return ToolResponse(text=f"the episode was submitted: reward {grade['reward']}"), 0.0, {}
         try:
-            sid = await self._session(agent_data, state, self.create_kwargs.get(instance_id))
+            sid = await self._session(agent_data, state, own)
             if self.action == "submit":
                 grade = await self._submit(state, sid)
                 reward = grade["reward"]
@@ -105,18 +115,13 @@ class RewardboxSessionTool(BaseTool):
             raise
 
     async def _session(self, agent_data: Any, state: dict[str, Any], own: dict[str, Any] | None) -> str:
-        """The trajectory's session, opened by the first call; a lock per trajectory, so that parallel tool calls
-        of one turn open one session."""
-        if not hasattr(agent_data, "_rewardbox_lock"):
-            agent_data._rewardbox_lock = asyncio.Lock()
-        async with agent_data._rewardbox_lock:
-            if "session_id" not in state:
-                repo_id, tests = row_task(own, agent_data.tools_kwargs)
-                body = await self.client.call("POST", "/sessions", ok=(201,), json={
-                    "repo": {"id": repo_id}, "ttl_s": self.ttl_s, "limits": self.limits})
-                state.update(url=self.client.base_url, session_id=str(body["session_id"]), repo_id=repo_id,
-                             tests=tests)
-            return str(state["session_id"])
+        """The trajectory's session, opened by its first call (under the trajectory's lock)."""
+        if "session_id" not in state:
+            repo_id, tests = row_task(own, agent_data.tools_kwargs)
+            body = await self.client.call("POST", "/sessions", ok=(201,), json={
+                "repo": {"id": repo_id}, "ttl_s": self.ttl_s, "limits": self.limits})
+            state.update(url=self.client.base_url, session_id=str(body["session_id"]), repo_id=repo_id, tests=tests)
+        return str(state["session_id"])
 
     async def _act(self, sid: str, p: dict[str, Any]) -> str:
         if self.action == "bash":
