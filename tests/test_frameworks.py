@@ -34,11 +34,11 @@ VERL_KEYS = {"score", "acc", "status", "executability", "pass_rate", "quality", 
 def need(module: str):
     try:
         return importlib.import_module(module)
-    except ImportError:
+    except ImportError as e:
         if os.environ.get("REWARDBOX_NEED_FRAMEWORKS") == "1":
-            pytest.fail(f"{module} is not installed (REWARDBOX_NEED_FRAMEWORKS=1): `make venv` installs the "
+            pytest.fail(f"{module} is not installed (REWARDBOX_NEED_FRAMEWORKS=1; {e}): `make venv` installs the "
                         "frameworks extra")
-        pytest.skip(f"{module} is not installed (the frameworks extra)")
+        pytest.skip(f"{module} is not installed (the frameworks extra; {e})")
 
 
 def dead_url() -> str:
