@@ -34,11 +34,11 @@ VERL_KEYS = {"score", "acc", "status", "executability", "pass_rate", "quality", 
 def need(module: str):
     try:
         return importlib.import_module(module)
-    except ImportError:
+    except ImportError as e:
         if os.environ.get("REWARDBOX_NEED_FRAMEWORKS") == "1":
-            pytest.fail(f"{module} is not installed (REWARDBOX_NEED_FRAMEWORKS=1): `make venv` installs the "
+            pytest.fail(f"{module} is not installed (REWARDBOX_NEED_FRAMEWORKS=1; {e}): `make venv` installs the "
                         "frameworks extra")
-        pytest.skip(f"{module} is not installed (the frameworks extra)")
+        pytest.skip(f"{module} is not installed (the frameworks extra; {e})")
 
 
 def dead_url() -> str:
@@ -234,6 +234,185 @@ def test_verl_reward_loop_stops_with_a_clear_error_on_an_outage_never_none(tmp_p
     out, lengths = _run_verl_reward_loop(config, [GOOD, NO_FENCE], [json.dumps(ADD_ASSERTS)] * 2)
     assert out.batch["rm_scores"][0, lengths[0] - 1].item() == -0.5
     assert list(out.non_tensor_batch["status"]) == ["infra_error", "no_code"]
+
+
+# -- verl multi-turn agent loop over sessions
+
+AGENT_CHAT_TEMPLATE = (  # a hermes-style template for the tiny model (verl's "hermes" tool-call format)
+    "{%- if tools %}<|system|>tools:{% for t in tools %}{{ t | tojson }}{% endfor %}\n{% endif %}"
+    "{%- for m in messages %}"
+    "{%- if m.role == 'assistant' %}<|assistant|>{{ m.content }}"
+    "{%- for tc in m.tool_calls or [] %}<tool_call>{{ {'name': tc.function.name, 'arguments': tc.function.arguments}"
+    " | tojson }}</tool_call>{% endfor %}<|endoftext|>\n"
+    "{%- elif m.role == 'tool' %}<|tool|>{{ m.content }}\n"
+    "{%- else %}<|{{ m.role }}|>{{ m.content }}\n{% endif %}{% endfor %}"
+    "{%- if add_generation_prompt %}<|assistant|>{% endif %}")
+SESSION_TESTS = {"kind": "repo", "fail_to_pass": ["tests/test_calc.py::test_add"]}
+SESSION_CALC = {"pkg/__init__.py": b"", "pkg/calc.py": b"def add(a, b):\n    return a - b\n",
+                "tests/test_calc.py": b"from pkg.calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"}
+
+
+def _call(name: str, **arguments) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+FIX_CALL = _call("bash", command="sed -i 's/a - b/a + b/' pkg/calc.py")
+SCRIPTS = {  # prompt marker -> the policy's turns
+    "SUBMITS-FIX": [FIX_CALL, _call("submit"), "done"],
+    "FIXES-NO-SUBMIT": [FIX_CALL, "done"],
+    "SUBMITS-UNCHANGED": [_call("read_file", path="pkg/calc.py"), _call("submit"), "done"],
+    "CALLS-NO-TOOL": ["I give up"],
+}
+
+
+class ScriptedLLMServer:
+    """verl's LLM server (vLLM or SGLang behind LLMServerClient.generate), a boundary we do not own: each turn of a
+    trajectory is the next line of the script its prompt names, as token ids of the tiny model's tokenizer."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer, self.turns = tokenizer, {}
+
+    async def generate(self, request_id, prompt_ids, sampling_params, **kwargs):
+        from verl.workers.rollout.replica import TokenOutput
+
+        script = next(v for k, v in SCRIPTS.items() if k in self.tokenizer.decode(prompt_ids))
+        turn = self.turns[request_id] = self.turns.get(request_id, -1) + 1
+        text = script[min(turn, len(script) - 1)] + self.tokenizer.eos_token
+        return TokenOutput(token_ids=self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+@pytest.fixture(scope="module")
+def tiny_chat_model(tmp_path_factory) -> str:
+    """The tiny byte-level Llama saved as verl loads a model (config, weights, tokenizer with a chat template)."""
+    from trainer.tiny import byte_tokenizer, tiny_llama
+
+    path = tmp_path_factory.mktemp("tiny-chat")
+    tokenizer = byte_tokenizer()
+    tokenizer.chat_template = AGENT_CHAT_TEMPLATE
+    tiny_llama(tokenizer).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def _verl_agent_config(model: str, tool_config: str, **reward_kwargs):
+    """What a user sets for a multi-turn run with the documented tools.yaml and reward function."""
+    need("verl.experimental.agent_loop")
+    import verl
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.load(os.path.join(os.path.dirname(verl.__file__), "trainer/config/_generated_ppo_trainer.yaml"))
+    root = os.path.join(os.path.dirname(__file__), "..")
+    for key, value in {
+            "actor_rollout_ref.model.path": model,
+            "actor_rollout_ref.rollout.name": "vllm",  # read, never started: the LLM server is scripted
+            "actor_rollout_ref.rollout.prompt_length": 4096, "actor_rollout_ref.rollout.response_length": 2048,
+            "actor_rollout_ref.rollout.agent.default_agent_loop": "tool_agent",
+            "actor_rollout_ref.rollout.multi_turn.enable": True,
+            "actor_rollout_ref.rollout.multi_turn.format": "hermes",
+            "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": 5,
+            "actor_rollout_ref.rollout.multi_turn.tool_config_path": tool_config,
+            "reward.custom_reward_function.path": os.path.abspath(f"{root}/trainer/adapters/verl_session.py"),
+            "reward.custom_reward_function.name": "compute_score",
+            "reward.custom_reward_function.reward_kwargs": reward_kwargs}.items():
+        OmegaConf.update(config, key, value, force_add=True)
+    return config
+
+
+def _agent_rows(repo_id: str, markers: list[str]):
+    """Rows as verl's RLHFDataset hands them to the agent loop; the task rides in the submit tool's entry only."""
+    import numpy as np
+    from verl import DataProto
+
+    tools_kwargs = {"submit": {"create_kwargs": {"repo_id": repo_id, "tests": json.dumps(SESSION_TESTS)}}}
+    rows = [{"raw_prompt": [{"role": "user", "content": f"Fix add in pkg/calc.py. {m}"}], "agent_name": "tool_agent",
+             "data_source": "rewardbox/session", "reward_model": {"ground_truth": ""},
+             "extra_info": {"tools_kwargs": tools_kwargs}, "tools_kwargs": tools_kwargs} for m in markers]
+    return DataProto.from_single_dict({k: np.array([r[k] for r in rows], dtype=object) for k in rows[0]})
+
+
+def _run_verl_agent_loop(config, batch):
+    """verl's AgentLoopWorker runs ToolAgentLoop on every row, with the tools built from the tool config, and has
+    each finished trajectory scored by a RewardLoopWorker with the custom reward function (the reward manager's
+    own path); Ray actors become plain objects, the LLM server is scripted."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    async def run():
+        rewards = RewardLoopWorker(config)
+
+        class RewardHandle:  # what ray.remote(RewardLoopWorker) would be, without the actor
+            class compute_score:  # noqa: N801 - mirrors the actor method
+                @staticmethod
+                def remote(data):
+                    return rewards.compute_score(data)
+
+        worker = AgentLoopWorker(config, ScriptedLLMServer(rewards.input_tokenizer), None, [RewardHandle])
+        return await worker.generate_sequences(batch)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, run()).result()
+
+
+@pytest.fixture(scope="module")
+def session_calc_id(server) -> str:
+    import httpx
+
+    from rewardbox.archive import repo_archive
+
+    r = httpx.post(f"{server}/repos", content=repo_archive(SESSION_CALC), headers={"content-type": "application/gzip"})
+    assert r.status_code in (200, 201), r.text
+    return r.json()["id"]
+
+
+def test_verl_agent_loop_rewards_each_rollout_with_its_session_grade(server, session_calc_id, tiny_chat_model,
+                                                                     monkeypatch):
+    """The documented tools.yaml and reward function in verl's real loop: the grade is the rollout's reward in
+    verl's batch, whether the policy submitted or not, and no session is left open."""
+    monkeypatch.setenv("REWARDBOX_URL", server)  # what the documented tools.yaml reads
+    documented = os.path.join(os.path.dirname(__file__), "..", "trainer", "adapters", "verl_tools.yaml")
+    config = _verl_agent_config(tiny_chat_model, os.path.abspath(documented), url=server)
+    markers = list(SCRIPTS)
+    out = _run_verl_agent_loop(config, _agent_rows(session_calc_id, markers))
+
+    prompt_length = out.batch["prompts"].shape[1]
+    last = out.batch["attention_mask"][:, prompt_length:].sum(-1) - 1
+    rewards = [out.batch["rm_scores"][i, last[i]].item() for i in range(len(markers))]
+    assert dict(zip(markers, rewards, strict=True)) == {
+        "SUBMITS-FIX": 1.0, "FIXES-NO-SUBMIT": 1.0, "SUBMITS-UNCHANGED": 0.0, "CALLS-NO-TOOL": 0.0}
+    assert out.batch["rm_scores"].sum().item() == 2.0  # nothing anywhere else
+    assert list(out.non_tensor_batch["status"]) == ["passed", "passed", "failed", "failed"]
+    assert list(out.non_tensor_batch["submitted"]) == [1.0, 0.0, 1.0, 0.0]
+    assert list(out.non_tensor_batch["graded"]) == [1.0] * 4
+    assert list(out.non_tensor_batch["tool_rewards"][0]) == [0.0, 1.0]  # submit's step reward: the same grade
+    states = out.non_tensor_batch["rewardbox"]
+    assert states[3] is None or "session_id" not in states[3]  # no tool call, no session: the repo as it was
+    with Client(server, retries=0) as client:
+        for state in states[:3]:  # closed by submit or by the reward function
+            with pytest.raises(Exception, match="410"):
+                client.call("POST", f"/sessions/{state['session_id']}/exec", json={"command": "true"})
+
+
+def test_verl_agent_loop_never_scores_an_unreachable_session_as_zero(session_calc_id, tiny_chat_model, tmp_path):
+    """Tools that cannot reach the service: the trajectory is not graded, so training stops with the reason, or
+    takes the fallback the user set, said out loud; never a silent 0."""
+    from omegaconf import OmegaConf
+
+    documented = os.path.join(os.path.dirname(__file__), "..", "trainer", "adapters", "verl_tools.yaml")
+    tools = OmegaConf.load(documented)
+    for tool in tools.tools:
+        tool.config.url, tool.config.retries = dead_url(), 0
+    OmegaConf.save(tools, tmp_path / "tools.yaml")
+    batch = _agent_rows(session_calc_id, ["SUBMITS-FIX"])
+    config = _verl_agent_config(tiny_chat_model, str(tmp_path / "tools.yaml"), url=dead_url(), retry_budget_s=0.2)
+    with pytest.raises(Exception, match="could not grade a trajectory .a tool call failed") as raised:
+        _run_verl_agent_loop(config, batch)
+    assert type(raised.value).__name__ == "RewardboxUnavailable"
+    config = _verl_agent_config(tiny_chat_model, str(tmp_path / "tools.yaml"), url=dead_url(), retry_budget_s=0.2,
+                                on_infra_error="fallback", fallback_score=-0.5)
+    out = _run_verl_agent_loop(config, _agent_rows(session_calc_id, ["SUBMITS-FIX"]))
+    assert out.batch["rm_scores"].sum().item() == -0.5
+    assert list(out.non_tensor_batch["status"]) == ["infra_error"]
+    assert list(out.non_tensor_batch["graded"]) == [0.0]
 
 
 # -- OpenRLHF

@@ -92,6 +92,51 @@ def test_trl_environment_is_probed_like_grpo_trainer_and_owns_the_reward(server,
     other.reset(repo_id=calc_id, tests=TESTS)  # a fork of the same base: the first rollout's fix is not in it
     assert "a - b" in other.read_file("pkg/calc.py")
     assert other.get_reward() == 0.0
+    (base,) = factory.bases.sessions.values()
+    factory.close()  # the factory's warm bases are closed with it
+    with pytest.raises(HTTPStatusError) as gone:
+        base.exec("true")
+    assert gone.value.status == 410
+
+
+def test_trl_environments_of_another_url_share_no_base_and_an_outage_is_none(server, calc_id):
+    """A factory pointing elsewhere never reuses another's warm base: there it cannot open a session, the episode
+    goes on (the policy is told) and the reward is None, which TRL masks; never a 0."""
+    from trainer.adapters.trl_env import session_environment
+
+    live = session_environment(url=server)
+    live().reset(repo_id=calc_id, tests=TESTS)
+    elsewhere = session_environment(url=_dead_url())
+    elsewhere.client.retries = 0
+    env = elsewhere()
+    env.reset(repo_id=calc_id, tests=TESTS)
+    assert elsewhere.bases.sessions == {} and len(live.bases.sessions) == 1
+    with pytest.raises(Exception, match="no session"):  # TRL shows the policy {"error": ...}
+        env.bash(FIX)
+    assert env.get_reward() is None
+    live.close()
+
+
+def test_trl_environment_reopens_a_warm_base_that_expired(server, calc_id):
+    from trainer.adapters.trl_env import session_environment
+
+    factory = session_environment(url=server)
+    env = factory()
+    env.reset(repo_id=calc_id, tests=TESTS)
+    (base,) = factory.bases.sessions.values()
+    base.close()  # as its TTL would
+    env.reset(repo_id=calc_id, tests=TESTS)
+    assert "exit code: 0" in env.bash(FIX) and env.get_reward() == 1.0
+    assert list(factory.bases.sessions.values()) != [base]
+    factory.close()
+
+
+def _dead_url() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
 def test_verl_tool_shares_one_session_per_trajectory_and_submit_is_the_reward(server, calc_id):
@@ -100,24 +145,34 @@ def test_verl_tool_shares_one_session_per_trajectory_and_submit_is_the_reward(se
 
     tools = {a: RewardboxSessionTool({"url": server, "action": a}, None) for a in ("bash", "read_file", "submit")}
     assert tools["bash"].get_openai_tool_schema().function.name == "bash"
-    create = {"create_kwargs": {"repo_id": calc_id, "tests": json.dumps(TESTS)}}
+    # the task rides in one tool's entry only; verl passes each tool its own entry, agent_data carries them all
+    row = {"submit": {"create_kwargs": {"repo_id": calc_id, "tests": json.dumps(TESTS)}}}
+    trajectories = {t: SimpleNamespace(extra_fields={}, tools_kwargs=row) for t in ("traj-1", "traj-2")}
 
-    async def call(action: str, params: dict, request_id: str):
+    async def call(action: str, params: dict, trajectory: str):
         tool = tools[action]
-        instance_id, _ = await tool.create(**create)
+        instance_id, _ = await tool.create(create_kwargs=row.get(action, {}).get("create_kwargs", {}))
         try:
-            return await tool.execute(instance_id, params, agent_data=SimpleNamespace(request_id=request_id))
+            return await tool.execute(instance_id, params, agent_data=trajectories[trajectory])
         finally:
             await tool.release(instance_id)
 
-    async def trajectories():
-        await call("bash", {"command": FIX}, "traj-1")
+    async def run():
+        await asyncio.gather(call("bash", {"command": FIX}, "traj-1"), call("bash", {"command": "true"}, "traj-1"))
         read, _, _ = await call("read_file", {"path": "pkg/calc.py"}, "traj-1")
         other, _, _ = await call("read_file", {"path": "pkg/calc.py"}, "traj-2")
-        done, reward, metrics = await call("submit", {}, "traj-1")
-        lost, reward2, _ = await call("submit", {}, "traj-2")
-        return read.text, other.text, reward, metrics, reward2
+        # one turn: submit, then a command: in that order, the command told the episode is over
+        (_, reward, metrics), (after, _, _) = await asyncio.gather(call("submit", {}, "traj-1"),
+                                                                     call("bash", {"command": "true"}, "traj-1"))
+        _, reward2, _ = await call("submit", {}, "traj-2")
+        return read.text, other.text, reward, metrics, after.text, reward2
 
-    fixed, untouched, reward, metrics, reward2 = asyncio.run(trajectories())
-    assert "a + b" in fixed and "a - b" in untouched
-    assert reward == 1.0 and metrics["reward"] == 1.0 and reward2 == 0.0
+    fixed, untouched, reward, metrics, after, reward2 = asyncio.run(run())
+    assert "a + b" in fixed and "a - b" in untouched  # parallel calls of one turn: one session, in order
+    assert reward == 1.0 and metrics == {"reward": 1.0, "status": "passed"} and reward2 == 0.0
+    assert after.startswith("the episode was submitted")
+    state = trajectories["traj-1"].extra_fields["rewardbox"]
+    assert state["grade"] == {"reward": 1.0, "status": "passed"} and state["closed"]
+    with pytest.raises(HTTPStatusError) as gone:
+        Session(Client(server), state["session_id"]).exec("true")
+    assert gone.value.status == 410

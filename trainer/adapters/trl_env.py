@@ -8,8 +8,15 @@ JSON string, `{"kind": "repo", "fail_to_pass": [...], ...}`), optionally `task` 
 one environment per rollout and calls `reset(**row)`: that opens a session (a fork of the row's warm base session
 when `fork=True`: the rollouts of one prompt then start from one snapshot, the GRPO primitive). The public methods
 `bash`, `read_file` and `write_file` are the policy's tools; `get_reward` grades the session's diff (the
-environment owns the reward, so `reward_funcs` may be omitted) and closes the session. None when the service could
-not grade it (TRL masks the row), never a made-up 0.
+environment owns the reward, so `reward_funcs` may be omitted) and closes the session.
+
+No grade is None, which TRL masks (advantage 0): the service could not grade the session, or could not be reached
+while the episode ran (opening the session, 429 past the client's retries, a 5xx, a session ended under it), so
+that what the policy saw was not its own doing; never a made-up 0. The policy's own mistakes (a bad path) are told
+as text and the episode goes on.
+
+The warm base sessions belong to the factory (its client, its URL), one per repository, re-opened when one ended
+(TTL); `factory.close()` closes them, and so does the interpreter's exit.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+import weakref
 from typing import Any
 
 from rewardbox import Client, HTTPStatusError, RewardboxError
@@ -26,36 +33,76 @@ from rewardbox.sessions import Session, format_exec
 log = logging.getLogger("rewardbox.trl_env")
 
 
+class WarmBases:
+    """One warm base session per repository on one client, shared by the environments of one factory."""
+
+    def __init__(self, client: Client, ttl_s: float, limits: dict[str, Any] | None) -> None:
+        self.client, self.ttl_s, self.limits = client, ttl_s, limits
+        self.sessions: dict[str, Session] = {}
+        self.lock = threading.Lock()
+        # at the latest when the interpreter exits; then one try each (a service already gone must not hold the exit)
+        weakref.finalize(self, _close_all, self.sessions, self.lock, client, 0)
+
+    def fork(self, repo_id: str) -> Session:
+        """A fork of the repository's base; a base that ended (TTL, a restarted worker) is opened again once."""
+        for attempt in (0, 1):
+            with self.lock:
+                base = self.sessions.get(repo_id)
+                if base is None:
+                    base = self.sessions[repo_id] = Session.create(self.client, repo_id, ttl_s=self.ttl_s,
+                                                                   limits=self.limits)
+            try:
+                return base.fork(1)[0]
+            except HTTPStatusError as e:
+                if e.status not in (404, 410) or attempt:
+                    raise
+                with self.lock:
+                    if self.sessions.get(repo_id) is base:
+                        del self.sessions[repo_id]
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        _close_all(self.sessions, self.lock, self.client, None)
+
+
+def _close_all(sessions: dict[str, Session], lock: threading.Lock, client: Client, retries: int | None) -> None:
+    with lock:
+        bases = list(sessions.values())
+        sessions.clear()
+    if retries is not None and bases:
+        client.retries = retries
+    for base in bases:
+        try:
+            base.close()
+        except RewardboxError as e:  # its TTL ends it anyway
+            log.warning("closing a base session failed: %s", e)
+
+
 class RewardboxRepoEnv:
     """One rollout's session. Tool methods answer text, the policy's mistakes included (a bad path is told, not
     raised), so that an episode goes on."""
 
-    _bases: dict[str, Session] = {}  # repo id -> warm base session, shared by the environments of this process
-    _lock = threading.Lock()
-
     def __init__(self, client: Client, *, profile: str = "binary", ttl_s: float = 1800.0,
-                 limits: dict[str, Any] | None = None, fork: bool = True) -> None:
+                 limits: dict[str, Any] | None = None, fork: bool = True, bases: WarmBases | None = None) -> None:
         self._client, self._profile, self._ttl_s, self._limits, self._fork = client, profile, ttl_s, limits, fork
+        self._bases = bases or WarmBases(client, ttl_s, limits)
         self._session: Session | None = None
         self._tests: dict[str, Any] = {}
+        self._fault: str | None = None
 
     def reset(self, **row: Any) -> str | None:
         self._close()
+        self._fault = None
         repo_id = str(row["repo_id"])
         tests = row.get("tests")
         self._tests = json.loads(tests) if isinstance(tests, str) else dict(tests or {})
-        self._session = self._base(repo_id).fork(1)[0] if self._fork else Session.create(
-            self._client, repo_id, ttl_s=self._ttl_s, limits=self._limits)
+        try:
+            self._session = self._bases.fork(repo_id) if self._fork else Session.create(
+                self._client, repo_id, ttl_s=self._ttl_s, limits=self._limits)
+        except RewardboxError as e:  # the rollout goes on, told; get_reward gives None
+            self._faulted(e)
         task = row.get("task")
         return f"{task}\n" if task else None
-
-    def _base(self, repo_id: str) -> Session:
-        with self._lock:
-            base = self._bases.get(repo_id)
-            if base is None:
-                base = self._bases[repo_id] = Session.create(self._client, repo_id, ttl_s=self._ttl_s,
-                                                             limits=self._limits)
-            return base
 
     def bash(self, command: str) -> str:
         """Run a shell command in the repository's root directory. Files persist between calls.
@@ -66,7 +113,10 @@ class RewardboxRepoEnv:
         Returns:
             The exit code, stdout and stderr of the command.
         """
-        return format_exec(self._live().exec(command))
+        try:
+            return format_exec(self._live().exec(command))
+        except RewardboxError as e:
+            return self._told(e, (422,))  # 404 here is the session, not a file: a fault
 
     def read_file(self, path: str) -> str:
         """Read a text file of the repository.
@@ -79,8 +129,8 @@ class RewardboxRepoEnv:
         """
         try:
             return self._live().read_file(path)
-        except HTTPStatusError as e:
-            return _told(e)
+        except RewardboxError as e:
+            return self._told(e)
 
     def write_file(self, path: str, content: str) -> str:
         """Write (create or replace) a text file of the repository.
@@ -94,11 +144,15 @@ class RewardboxRepoEnv:
         """
         try:
             self._live().write_file(path, content)
-        except HTTPStatusError as e:
-            return _told(e)
+        except RewardboxError as e:
+            return self._told(e)
         return f"wrote {path}"
 
     def get_reward(self) -> float | None:
+        if self._fault is not None:
+            log.warning("no grade for this rollout (TRL masks it): %s", self._fault)
+            self._close()
+            return None
         if self._session is None:
             return None
         try:
@@ -112,8 +166,23 @@ class RewardboxRepoEnv:
 
     def _live(self) -> Session:
         if self._session is None:
+            if self._fault is not None:
+                raise RewardboxError(f"no session: {self._fault}")
             raise RuntimeError("reset() was not called")
         return self._session
+
+    def _faulted(self, e: RewardboxError) -> None:
+        log.warning("rewardbox session call failed (this rollout will not be graded): %s", e)
+        if self._fault is None:
+            self._fault = str(e)[:1000]
+
+    def _told(self, e: RewardboxError, told: tuple[int, ...] = (404, 415, 422)) -> str:
+        """The policy's mistake as text; a fault of the service is recorded (no grade) and raised, which TRL shows
+        the policy as the tool's error."""
+        if isinstance(e, HTTPStatusError) and e.status in told:
+            return f"error: {e.body[:500]}"
+        self._faulted(e)
+        raise e
 
     def _close(self) -> None:
         if self._session is not None:
@@ -124,14 +193,21 @@ class RewardboxRepoEnv:
             self._session = None
 
 
-def _told(e: HTTPStatusError) -> str:
-    if e.status in (404, 415, 422):
-        return f"error: {e.body[:500]}"
-    raise e
+class SessionEnvironments:
+    """The `environment_factory`: TRL calls it for each environment it pools. One client and one set of warm
+    bases, its own: another factory (another URL) never shares them. `close()` closes the bases."""
+
+    def __init__(self, client: Client, **options: Any) -> None:
+        self.client, self.options = client, options
+        self.bases = WarmBases(client, float(options.get("ttl_s", 1800.0)), options.get("limits"))
+
+    def __call__(self) -> RewardboxRepoEnv:
+        return RewardboxRepoEnv(self.client, bases=self.bases, **self.options)
+
+    def close(self) -> None:
+        self.bases.close()
 
 
-def session_environment(url: str | None = None, token: str | None = None, **options: Any
-                        ) -> Callable[[], RewardboxRepoEnv]:
-    """The `environment_factory`: one client shared by every environment it makes."""
-    client = Client(url, token)
-    return lambda: RewardboxRepoEnv(client, **options)
+def session_environment(url: str | None = None, token: str | None = None, **options: Any) -> SessionEnvironments:
+    """The `environment_factory` (options: profile, ttl_s, limits, fork) over a client of its own."""
+    return SessionEnvironments(Client(url, token), **options)
