@@ -98,7 +98,7 @@ ESLINT_LANGUAGES = ("javascript", "typescript")
 REPLY_KEYS = frozenset({
     "status", "exit_code", "signal", "wall_ms", "cpu_ms", "peak_memory_kb", "stdout", "stderr", "stdout_truncated",
     "stderr_truncated", "error", "events", "runs", "spec_error", "files", "usage", "trace", "timings", "files_kb",
-    "processes",
+    "processes", "cases",
 })
 
 
@@ -679,6 +679,10 @@ class Runner:
         self.jobs_done += 1
         if op == "run":
             return self.accounted(job, lambda: self.run_job(job, limits, self.zygote))
+        if op == "cases":  # every io case of one program (cases.py)
+            import cases
+
+            return self.accounted(job, lambda: cases.cases_job(self, job, limits, Proc, reply))
         if op == "lint" and job.get("language") in ESLINT_LANGUAGES:
             return self.node_linter.lint(job["code"], job["language"], float(limits["wall_s"]))
         if op == "lint":

@@ -1,0 +1,63 @@
+"""io cases of one program as one job (stdlib only; runs in the runner, trusted).
+
+The host sends the program once with the stdin of every case (never the expected outputs: the host compares); the
+runner forks one process per case from the zygote, as a run job does, under that case's limits, and answers once
+with every case's record. So a case costs a fork and its own run, not a host round trip and a job's set-up.
+
+Between two cases of the item the runner kills every process of the job uid and wipes the files it owns, as it
+does between jobs (Runner.clean_uid; it costs a few directory checks and one /proc scan when the case left
+nothing): a case cannot leave a process or a file that a later case of the same item sees.
+
+Per case: wall_s bounds the case, cpu_s and memory_mb its process (rlimits); total_s bounds the whole job, and a
+case the job has no time left for is not run (status timeout, with an error naming the cap). The output caps are
+per case and stream, and all cases' captured output together stays under TOTAL_OUTPUT (the reply is one frame): a
+case past it ends as output_limit.
+
+Reply: status "ok" (the job ran; each case's own status is in its record), cases = one record per case with the
+keys of a run job's reply (status, exit_code, signal, wall_ms, cpu_ms, peak_memory_kb, stdout, stderr,
+stdout_truncated, stderr_truncated, error); cpu_ms summed and peak_memory_kb the largest over the cases, so that an
+accounted job's usage (measure.accounted) counts all of them.
+"""
+
+from __future__ import annotations
+
+import time
+
+import usage
+
+TOTAL_OUTPUT = 48 << 20  # under wire.MAX_FRAME (64 MiB) with room for the JSON escapes of the frame
+
+
+def cases_job(runner, job: dict, limits: dict, proc_class, reply) -> dict:
+    """runner: the Runner; proc_class, reply: runner.py's Proc and reply (runner.py runs as __main__)."""
+    uid, cwd = runner.cand_uid, runner.dirs[runner.cand_uid]
+    program, files, env = job["program"], job.get("files"), job.get("env")
+    stdins = list(job.get("stdins") or [])
+    deadline = time.monotonic() + float(limits["total_s"])
+    output_left = TOTAL_OUTPUT
+    records: list[dict] = []
+    files_kb = 0
+    left_behind = False
+    for stdin in stdins:
+        now = time.monotonic()
+        if now >= deadline:
+            records.append(reply("timeout", error="the job's total time (all its cases) ran out before this case"))
+            continue
+        if left_behind:  # a process of an earlier case survived clean-up: this case cannot start clean
+            records.append(reply("killed", error="a process of an earlier case survived clean-up"))
+            continue
+        cap = min(int(limits["output_bytes"]), output_left // 2)
+        proc = proc_class(runner, runner.zygote, uid, cwd, {**limits, "output_bytes": cap})
+        runner.used_uids.add(uid)
+        files_before = usage.files_written_kb()
+        proc.start(program, str(stdin), files, env)
+        proc.wait_until(min(now + float(limits["wall_s"]), deadline))
+        record = proc.result()
+        output_left -= len(record["stdout"]) + len(record["stderr"])
+        files_kb = max(files_kb, usage.files_written_kb() - files_before)
+        records.append(record)
+        left_behind = not runner.clean_uid(uid)  # the next case starts with no process and no file of this one
+        runner.reap()
+    return reply("ok", cases=records, cpu_ms=sum(r.get("cpu_ms", 0.0) for r in records),
+                 peak_memory_kb=max((r.get("peak_memory_kb", 0) for r in records), default=0),
+                 wall_ms=sum(r.get("wall_ms", 0.0) for r in records), files_kb=files_kb)
