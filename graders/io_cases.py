@@ -18,7 +18,7 @@ from sandboxes import CasesJob, Limits, Result
 from sandboxes.builds import JobRunner
 
 JOB_INPUT_BYTES = 16 << 20
-PATH = "cases_job"  # details.timings.io_path: which path ran the io tests
+PATH = "cases_job"  # details.io.path: which path ran the io tests (details.timings holds numbers, in ms)
 
 
 def chunks(stdins: Sequence[str], limit: int = JOB_INPUT_BYTES) -> list[list[str]]:

@@ -112,8 +112,7 @@ class Scorer:
         base.components = components
         base.reward = aggregate(item.profile, weights, components, outcome.status, outcome.all_passed,
                                 bool(outcome.flags), item.flag_penalty)
-        own = _details(quality, efficiency, timings)  # the tests stage may add to timings (which io path ran)
-        base.details = {**own, **outcome.details, "timings": {**own["timings"], **outcome.details.get("timings", {})}}
+        base.details = {**_details(quality, efficiency, timings), **outcome.details}
         return base
 
     async def _efficiency(self, item: RewardItem, outcome: Outcome, limits) -> EfficiencyReport:
