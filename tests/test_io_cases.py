@@ -176,3 +176,21 @@ async def test_a_compiled_programs_cases_keep_their_own_verdicts(pool, builder):
     outcome = await run_tests(pool, CPP_DISPATCH, tests, LIMITS, "cpp", builder, 60.0)
     assert [v.status for v in outcome.verdicts] == [
         "passed", "timeout", "memory_limit", "runtime_error", "passed"], outcome.verdicts
+
+
+REOPEN = """import os, sys
+first = sys.stdin.read()
+again = open("/dev/stdin").read()
+try:
+    os.write(0, b"changed")
+    wrote = "wrote"
+except OSError:
+    wrote = "read-only"
+print(first == again, wrote, first.strip())
+"""
+
+
+async def test_a_case_may_reopen_its_stdin_but_not_change_it(pool):
+    outcome = await run_tests(pool, REOPEN, io(("one\n", "True read-only one"), ("two\n", "True read-only two")),
+                              LIMITS)
+    assert [v.passed for v in outcome.verdicts] == [True, True], outcome.verdicts

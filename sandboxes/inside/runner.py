@@ -183,7 +183,7 @@ def run_program(program: dict, env: dict) -> None:
     if "argv" in program:
         argv = [str(a) for a in program["argv"]]
         try:
-            os.execve(argv[0] if argv[0].startswith("/") else _which(argv[0], env), argv, env)
+            os.execve(argv[0] if "/" in argv[0] else _which(argv[0], env), argv, env)  # ./main: the cwd's
         except (OSError, ValueError, UnicodeError) as e:
             reason = getattr(e, "strerror", None) or type(e).__name__
             raise SpawnError(f"could not execute {argv[0][:200]!r}: {reason}") from None
@@ -394,13 +394,14 @@ def write_job_files(cwd: str, files: dict) -> None:
         try:
             path = os.path.join(cwd, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            if isinstance(content, dict):  # {"b64": ...}: binary content
+            if isinstance(content, dict):  # {"b64": ..., "exec": bool}: binary content, executable or not
                 import base64
 
                 data = base64.b64decode(content["b64"])
             else:
                 data = str(content).encode()
-            with open(path, "wb") as f:
+            mode = 0o700 if isinstance(content, dict) and content.get("exec") else 0o600
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode), "wb") as f:
                 f.write(data)
         except (OSError, ValueError, TypeError, KeyError, UnicodeError) as e:
             reason = getattr(e, "strerror", None) or type(e).__name__
@@ -985,10 +986,11 @@ class Proc:
         self.stdin_data = b""
 
     def start(self, program: dict, stdin: str, files: dict | None, env: dict | None, extra_fds=(),
-              wait: bool = True) -> None:
+              wait: bool = True, stdin_file: int | None = None) -> None:
         """Spawn the process (extra_fds become its fds 3, 4, ...; they are closed here). Input that cannot be
         encoded ends the job here, before anything runs. wait=False: only the request is sent; spawned() waits
-        for the zygote's answer."""
+        for the zygote's answer. stdin_file: a read-only descriptor of a file holding the input (cases.py), given
+        as fd 0 instead of a pipe the runner feeds (closed here)."""
         self.runner.used_uids.add(self.uid)
         self.oom_before = self.runner._oom_kills()
         self.started = time.monotonic()
@@ -1000,11 +1002,12 @@ class Proc:
             self.spawn_error = "the job's stdin is not valid text (it cannot be encoded as UTF-8)"
             return
         payload = write_payload({"program": program, "files": files, "env": env})
-        in_r, in_w = os.pipe()
+        in_r, in_w = (stdin_file, None) if stdin_file is not None else os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         for fd in (in_w, out_r, err_r):
-            os.set_blocking(fd, False)
+            if fd is not None:
+                os.set_blocking(fd, False)
         self.fds = {out_r: "stdout", err_r: "stderr"}
         self.stdin_w = in_w
         req = {"role": "job", "uid": self.uid, "cwd": self.cwd, "limits": self.limits}
