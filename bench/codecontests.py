@@ -17,8 +17,9 @@ process under the server, /proc/PID/stat, own and reaped). Per-case costs: a sma
 only small cases, same accounting, divided by cases) and a large case's (a batch of only large cases) against the
 program's own run on the host (the in-process executor's CPU for the same cases).
 
-Then a C++ io item with 40 cases: one compile, then every case, against running the same binary on the host (g++
-on the host, the same flags); printed as ms per case. Prints numbers; it is not a test.
+Then a C++ io item with 40 cases (a fifth of them large): one compile, then every case, against running the same
+binary on the host (g++ on the host, -O2), one `subprocess.run` per case; printed as ms per case of the tests stage
+(details.timings.tests_only_ms, the build cached) and of the item's wall over HTTP. Prints numbers; it is not a test.
 """
 
 from __future__ import annotations
@@ -471,8 +472,9 @@ def cpp_item(client: httpx.Client, url: str, cases: int, nonce: str) -> dict | N
         r = client.post(f"{url}/reward", json=again).json()
         runs.append(((time.perf_counter() - t) * 1000, len(again["tests"]["cases"]), r))
     per_case = statistics.median(ms / n for ms, n, _ in runs)
+    stage = statistics.median(r["details"]["timings"]["tests_only_ms"] / n for _, n, r in runs)
     return {"status": first["status"], "compile": (first.get("details") or {}).get("compile"),
-            "first_ms": None, "case_ms": per_case, "host_case_ms": statistics.median(host),
+            "http_case_ms": per_case, "case_ms": stage, "host_case_ms": statistics.median(host),
             "answered": [answered_by(r) for _, _, r in runs], "statuses": [r["status"] for _, _, r in runs]}
 
 
@@ -551,8 +553,9 @@ def main(argv: list[str] | None = None) -> int:
     if cpp:
         r = cpp["case_ms"] / cpp["host_case_ms"]
         print(f"C++ io item, 40 cases: {cpp['status']}, compile {cpp['compile']}; then {cpp['case_ms']:.2f} ms per case"
-              f" (item wall over HTTP / cases, build cached) against {cpp['host_case_ms']:.2f} ms running the binary"
-              f" on the host: {r:.2f}x (<= {CPP_CASE_RATIO}x: {'MET' if r <= CPP_CASE_RATIO else 'NOT MET'});"
+              f" (the tests stage / cases, build cached; over HTTP {cpp['http_case_ms']:.2f}) against"
+              f" {cpp['host_case_ms']:.2f} ms running the binary on the host: {r:.2f}x"
+              f" (<= {CPP_CASE_RATIO}x: {'MET' if r <= CPP_CASE_RATIO else 'NOT MET'});"
               f" answered by {cpp['answered']}, {cpp['statuses']}")
     print(f"1-min load {os.getloadavg()[0]:.2f} at end; bench total {time.perf_counter() - t0:.0f} s")
     print(json.dumps({"in_process_s": ip_wall, "per_case_s": pc_wall, "rewardbox_s": rb["wall_s"]}))
