@@ -158,6 +158,8 @@ async def test_a_compiled_program_is_built_once_for_its_forty_cases(pool, builde
 
 CPP_DISPATCH = """#include <cstdio>
 #include <cstring>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cstdlib>
 #include <vector>
 int main() {
@@ -166,6 +168,17 @@ int main() {
   if (!strcmp(w, "loop")) for (volatile unsigned long i = 0;; i++) {}
   if (!strcmp(w, "memory")) { std::vector<char> v(1UL << 30, 1); printf("%d\\n", v[12345]); }
   if (!strcmp(w, "crash")) abort();
+  if (!strcmp(w, "tamper")) {  // the binary the next cases run: remove, overwrite, replace, widen it
+    unlink("main");
+    FILE* f = fopen("main", "w");
+    if (f) { fputs("#!/bin/sh\\necho tampered\\n", f); fclose(f); }
+    chmod("main", 0777);
+    FILE* g = fopen("/tmp/evil", "w");
+    if (g) { fputs("#!/bin/sh\\necho tampered\\n", g); fclose(g); }
+    chmod("/tmp/evil", 0777);
+    rename("/tmp/evil", "main");
+    symlink("/tmp/evil", "main2");
+  }
   puts(w);
 }
 """
@@ -194,3 +207,9 @@ async def test_a_case_may_reopen_its_stdin_but_not_change_it(pool):
     outcome = await run_tests(pool, REOPEN, io(("one\n", "True read-only one"), ("two\n", "True read-only two")),
                               LIMITS)
     assert [v.passed for v in outcome.verdicts] == [True, True], outcome.verdicts
+
+
+async def test_a_case_cannot_change_the_binary_later_cases_run(pool, builder):
+    outcome = await run_tests(pool, CPP_DISPATCH, io(("tamper", "tamper"), ("a", "a"), ("tamper", "tamper"),
+                                                     ("b", "b")), LIMITS, "cpp", builder, 60.0)
+    assert [v.passed for v in outcome.verdicts] == [True, True, True, True], outcome.verdicts

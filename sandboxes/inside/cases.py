@@ -36,6 +36,17 @@ def cases_job(runner, job: dict, limits: dict, proc_class, reply) -> dict:
     uid, cwd = runner.cand_uid, runner.dirs[runner.cand_uid]
     program, files, env = job["program"], job.get("files"), job.get("env")
     stdins = list(job.get("stdins") or [])
+    shared = _write_shared(cwd, files) if files and len(stdins) > 1 else []
+    try:
+        return _run_cases(runner, proc_class, reply, uid, cwd, program, None if shared else files, env, stdins,
+                          limits, set(shared))
+    finally:
+        for name in shared:
+            os.unlink(os.path.join(cwd, name))
+
+
+def _run_cases(runner, proc_class, reply, uid: int, cwd: str, program: dict, files: dict | None, env: dict | None,
+               stdins: list, limits: dict, shared: set[str]) -> dict:
     deadline = time.monotonic() + float(limits["total_s"])
     output_left = TOTAL_OUTPUT
     records: list[dict] = []
@@ -64,7 +75,8 @@ def cases_job(runner, job: dict, limits: dict, proc_class, reply) -> dict:
         output_left -= len(record["stdout"]) + len(record["stderr"])
         files_kb = max(files_kb, usage.files_written_kb() - files_before)
         records.append(record)
-        left_behind = not runner.clean_uid(uid)  # the next case starts with no process and no file of this one
+        # the next case starts with no process and no file of this one (the shared files are root's: untouched)
+        left_behind = not runner.clean_uid(uid, expected=shared)
         runner.reap()
     return reply("ok", cases=records, cpu_ms=sum(r.get("cpu_ms", 0.0) for r in records),
                  peak_memory_kb=max((r.get("peak_memory_kb", 0) for r in records), default=0),
@@ -86,3 +98,31 @@ def _input_file(data: bytes) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _write_shared(cwd: str, files: dict) -> list[str]:
+    """The program's files (a compiled binary), written once for all the cases, owned by root and read-only for
+    the job: in the sticky working directory a case can run and read them, but neither change, replace nor
+    remove them, so every case runs the same program and its own clean-up stays the fast path. Only plain names;
+    [] (each case then writes the files itself, as a run job does) for anything else."""
+    import base64
+
+    if any(not isinstance(n, str) or not n or "/" in n or n in (".", "..") for n in files):
+        return []
+    written: list[str] = []
+    try:
+        for name, content in files.items():
+            executable = isinstance(content, dict) and content.get("exec")
+            data = base64.b64decode(content["b64"]) if isinstance(content, dict) else str(content).encode()
+            fd = os.open(os.path.join(cwd, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o755 if executable else 0o644)
+            written.append(name)
+            with open(fd, "wb") as f:
+                os.fchmod(fd, 0o755 if executable else 0o644)  # the runner's umask (077) cut the mode given
+                f.write(data)
+    except (OSError, ValueError, TypeError, KeyError, UnicodeError):
+        for name in written:
+            os.unlink(os.path.join(cwd, name))
+        return []
+    return written
+

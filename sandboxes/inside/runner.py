@@ -599,10 +599,11 @@ class Runner:
                 return None
             time.sleep(0.0002)
 
-    def clean_uid(self, uid: int) -> bool:
-        """Kill every process of uid and wipe the files it owns. True when nothing is left behind."""
-        if (uid == self.cand_uid and all(_empty(root) for root in SHARED_ROOTS) and _empty(self.dirs[uid])
-                and not _pids_of_uid(uid)):  # the directory checks first: they are the cheaper ones
+    def clean_uid(self, uid: int, expected: set[str] | frozenset[str] = frozenset()) -> bool:
+        """Kill every process of uid and wipe the files it owns. True when nothing is left behind. expected: names
+        in uid's home that are not its own (root's read-only files of a cases job, cases.py)."""
+        if (uid == self.cand_uid and all(_empty(root) for root in SHARED_ROOTS)
+                and _only(self.dirs[uid], expected) and not _pids_of_uid(uid)):  # the cheaper checks first
             return True  # nothing running, nothing written: no cleaner needed (the common case)
         pid = self._fork()
         if pid == 0:
@@ -1332,6 +1333,20 @@ def _read_job_files(paths: list[str]) -> dict:
 def _empty(path: str) -> bool:
     with os.scandir(path) as it:
         return next(it, None) is None
+
+
+def _only(path: str, names: set[str] | frozenset[str]) -> bool:
+    """path holds nothing but names (each a regular file of root's, as written), or nothing when names is empty."""
+    if not names:
+        return _empty(path)
+    with os.scandir(path) as it:
+        for entry in it:
+            if entry.name not in names:
+                return False
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != 0:
+                return False
+    return True
 
 
 def _pids_of_uid(uid: int, zombies: bool = False) -> list[int]:
