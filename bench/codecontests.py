@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/codecontests.py                      # 12 problems x 4 samples x 40 cases, + C++ item
     .venv/bin/python bench/codecontests.py --problems 4 --samples 2 --cases 20 --backend bubblewrap
+    .venv/bin/python bench/codecontests.py --against /tmp/base      # + another checkout's server, same batch
 
 Generates its own problems (reference solutions in Python, many cases each: 80% small inputs, 20% large ones of
 0.3-1.5 MB), computes the expected outputs in this process, and then, in the same run and on the same cores:
@@ -19,7 +20,7 @@ program's own run on the host (the in-process executor's CPU for the same cases)
 
 Then a C++ io item with 40 cases (a fifth of them large): one compile, then every case, against running the same
 binary on the host (g++ on the host, -O2), one `subprocess.run` per case; printed as ms per case of the tests stage
-(details.timings.tests_only_ms, the build cached) and of the item's wall over HTTP. Prints numbers; it is not a test.
+(details.timings.tests_ms, the build cached) and of the item's wall over HTTP. Prints numbers; it is not a test.
 """
 
 from __future__ import annotations
@@ -472,13 +473,27 @@ def cpp_item(client: httpx.Client, url: str, cases: int, nonce: str) -> dict | N
         r = client.post(f"{url}/reward", json=again).json()
         runs.append(((time.perf_counter() - t) * 1000, len(again["tests"]["cases"]), r))
     per_case = statistics.median(ms / n for ms, n, _ in runs)
-    stage = statistics.median(r["details"]["timings"]["tests_only_ms"] / n for _, n, r in runs)
+    stage = statistics.median(r["details"]["timings"]["tests_ms"] / n for _, n, r in runs)
     return {"status": first["status"], "compile": (first.get("details") or {}).get("compile"),
             "http_case_ms": per_case, "case_ms": stage, "host_case_ms": statistics.median(host),
             "answered": [answered_by(r) for _, _, r in runs], "statuses": [r["status"] for _, _, r in runs]}
 
 
 # -- main
+
+
+def start_server(tree: Path, backend: str) -> tuple[subprocess.Popen, str, str]:
+    """`rewardbox serve` of the checkout at tree, on a free port: (process, URL, log path)."""
+    port = free_port()
+    log = tempfile.NamedTemporaryFile("w+b", prefix="rewardbox-bench-", suffix=".log", delete=False)
+    # No sandbox is replaced during the bench (a replaced one takes its processes' CPU with it, unaccounted): the
+    # per-case path of earlier checkouts runs one job per case, past the default jobs per sandbox.
+    env = {**os.environ, "REWARDBOX_BACKEND": backend, "REWARDBOX_MAX_BODY_MB": "64", "PYTHONPATH": str(tree),
+           "REWARDBOX_SANDBOX_MAX_JOBS": "1000000"}
+    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+                             "--log-level", "warning"], cwd=tree, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.STDOUT)
+    return proc, f"http://127.0.0.1:{port}", log.name
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -489,6 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="docker", choices=["docker", "bubblewrap"])
     ap.add_argument("--seed", type=int, default=25)
     ap.add_argument("--skip-per-case", action="store_true", help="skip the python-start-per-case baseline")
+    ap.add_argument("--against", help="another checkout (e.g. /tmp/base): its server scores the same batch first")
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -500,15 +516,20 @@ def main(argv: list[str] | None = None) -> int:
           f" case runs; large stdins {min(large_mb):.2f}-{max(large_mb):.2f} MB ({len(large_mb)} per sample set);"
           f" backend {args.backend}; 1-min load {os.getloadavg()[0]:.2f}")
 
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tempfile.NamedTemporaryFile("w+b", prefix="rewardbox-bench-", suffix=".log", delete=False)
-    env = {**os.environ, "REWARDBOX_BACKEND": args.backend, "REWARDBOX_MAX_BODY_MB": "64"}
-    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                             "--log-level", "warning"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT)
+    before = None
+    if args.against:  # another checkout's server, the same batch, before this one's (A/B in the same run)
+        proc, url, log = start_server(Path(args.against), args.backend)
+        try:
+            wait_ready(url, proc, log, 300)
+            with httpx.Client(timeout=600) as client:
+                rewardbox(client, url, samples_of(problems[:2], 1, nonce + "warm-b"))
+                before = rewardbox(client, url, samples_of(problems, args.samples, nonce + "b"),
+                                   cpu=lambda: cpu_reading(proc.pid, args.backend))
+        finally:
+            stop_server(proc)
+    proc, url, log = start_server(ROOT, args.backend)
     try:
-        wait_ready(url, proc, log.name, 300)
+        wait_ready(url, proc, log, 300)
         cpu = lambda: cpu_reading(proc.pid, args.backend)  # noqa: E731
         with httpx.Client(timeout=600) as client:
             rewardbox(client, url, samples_of(problems[:2], 1, nonce + "warm"))  # warm-up: first imports
@@ -532,6 +553,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'one python3 start per case, 2 threads':<58} {pc_wall:>7.2f} {pc_passed:>5}/{n_cases:<5}"
               f"  {pc_wall / rb['wall_s']:.2f}x (>= {TARGETS['per-case']}x:"
               f" {'MET' if pc_wall / rb['wall_s'] >= TARGETS['per-case'] else 'NOT MET'})")
+    if before is not None:
+        print(f"{'rewardbox binary, ' + args.against:<58} {before['wall_s']:>7.2f} {before['passed']:>5}/"
+              f"{before['items']:<5}items  {ip_wall / before['wall_s']:.2f}x in-process, answered by"
+              f" {before['answered']}; server {before['server_ms'] / before['items']:.1f} ms/item, sandboxes"
+              f" {before['sandboxes_ms'] / before['items']:.1f} ms/item")
     print(f"{'rewardbox /reward/batch, binary':<58} {rb['wall_s']:>7.2f} {rb['passed']:>5}/{rb['items']:<5}items"
           f"  answered by {rb['answered']}, io path {rb['paths']}")
     print(f"  where the CPU went in that batch (kernel accounting): server {rb['server_ms'] / rb['items']:.1f} ms/item,"
