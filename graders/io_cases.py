@@ -5,7 +5,8 @@ a cases job forks each case from the zygote in the sandbox and answers once. The
 back; the expected outputs stay here and are compared by graders/verdicts.py.
 
 One job's input is capped (JOB_INPUT_BYTES: the request is one frame of the runner's protocol), so an item with
-more input than that runs as several jobs, which the pool may also run side by side.
+more input than that runs as several jobs, which the pool may also run side by side; and a job whose reply fills
+up with output answers with the cases it ran, the rest going in the next job.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from sandboxes import CasesJob, Limits, Result
 from sandboxes.builds import JobRunner
 
-JOB_INPUT_BYTES = 16 << 20
+JOB_INPUT_BYTES = 8 << 20  # x6, JSON's worst escape of a byte (\u0001), stays under the runner's 64 MiB frame
 PATH = "cases_job"  # details.io.path: which path ran the io tests (details.timings holds numbers, in ms)
 
 
@@ -52,8 +53,19 @@ async def run_cases(pool: JobRunner, program: dict[str, Any], stdins: Sequence[s
                     files: dict[str, Any] | None = None, env: dict[str, str] | None = None,
                     account: bool = False) -> tuple[list[Result], list[Result]]:
     """Every case of one program: (one Result per case, in order; the jobs' own Results, for their usage)."""
-    parts = chunks(stdins)
-    jobs = await asyncio.gather(*(pool.run(CasesJob(program=program, stdins=part, files=files, env=env,
-                                                        limits=limits, account=account)) for part in parts))
-    per_case = [r for job, part in zip(jobs, parts, strict=True) for r in case_results(job, len(part))]
-    return per_case, list(jobs)
+
+    async def part(stdins: list[str]) -> tuple[list[Result], list[Result]]:
+        cases: list[Result] = []
+        jobs: list[Result] = []
+        while len(cases) < len(stdins):
+            left = stdins[len(cases):]
+            job = await pool.run(CasesJob(program=program, stdins=left, files=files, env=env, limits=limits,
+                                          account=account))
+            jobs.append(job)
+            if not 0 < len(job.cases) <= len(left):  # it ran no case (a fault, the sandbox out of memory)
+                return cases + case_results(job, len(left)), jobs
+            cases += case_results(job, len(job.cases))  # a reply full of output: the rest in the next job
+        return cases, jobs
+
+    parts = await asyncio.gather(*(part(p) for p in chunks(stdins)))
+    return [r for cases, _ in parts for r in cases], [j for _, jobs in parts for j in jobs]

@@ -213,3 +213,14 @@ async def test_a_case_cannot_change_the_binary_later_cases_run(pool, builder):
     outcome = await run_tests(pool, CPP_DISPATCH, io(("tamper", "tamper"), ("a", "a"), ("tamper", "tamper"),
                                                      ("b", "b")), LIMITS, "cpp", builder, 60.0)
     assert [v.passed for v in outcome.verdicts] == [True, True, True, True], outcome.verdicts
+
+
+async def test_cases_whose_output_would_overflow_one_reply_go_on_in_another_job(pool):
+    """Every byte of \\x01 takes 6 characters in the reply's JSON: 14 outputs of 0.9 MB cannot come back at once."""
+    recording = Recording(pool)
+    blob = "\x01" * 900_000
+    code = "import sys\nsys.stdout.write('\\x01' * 900_000 + sys.stdin.read())\n"
+    outcome = await run_tests(recording, code, io(*[(str(i), blob + str(i)) for i in range(14)]), LIMITS)
+    assert [v.passed for v in outcome.verdicts] == [True] * 14, [v.status for v in outcome.verdicts]
+    assert [job.op for job in recording.jobs] == ["cases", "cases"]
+    assert outcome.details["io"] == {"path": "cases_job", "jobs": 2}

@@ -11,10 +11,11 @@ nothing): a case cannot leave a process or a file that a later case of the same 
 
 Per case: wall_s bounds the case, cpu_s and memory_mb its process (rlimits); total_s bounds the whole job, and a
 case the job has no time left for is not run (status timeout, with an error naming the cap). The output caps are
-per case and stream, and all cases' captured output together stays under TOTAL_OUTPUT (the reply is one frame): a
-case past it ends as output_limit.
+per case and stream. The reply is one frame: when the cases' output so far leaves no room for one more case's worst,
+the job answers with the cases it ran, and the host sends the rest in another job (graders/io_cases.py).
 
-Reply: status "ok" (the job ran; each case's own status is in its record), cases = one record per case with the
+Reply: status "ok" (the job ran; each case's own status is in its record), cases = one record per case run (the
+first ones, in order) with the
 keys of a run job's reply (status, exit_code, signal, wall_ms, cpu_ms, peak_memory_kb, stdout, stderr,
 stdout_truncated, stderr_truncated, error); cpu_ms summed and peak_memory_kb the largest over the cases, so that an
 accounted job's usage (measure.accounted) counts all of them.
@@ -23,12 +24,15 @@ accounted job's usage (measure.accounted) counts all of them.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import time
 
 import usage
 
-TOTAL_OUTPUT = 48 << 20  # under wire.MAX_FRAME (64 MiB) with room for the JSON escapes of the frame
+# The reply is one frame (wire.MAX_FRAME, 64 MiB) of JSON, where a byte of output takes up to 6 characters (\u0000).
+REPLY_BUDGET = 48 << 20
+JSON_WORST = 6  # per byte of output (a code point of 4 bytes: 12 characters, 3 per byte)
 
 
 def cases_job(runner, job: dict, limits: dict, proc_class, reply) -> dict:
@@ -48,7 +52,8 @@ def cases_job(runner, job: dict, limits: dict, proc_class, reply) -> dict:
 def _run_cases(runner, proc_class, reply, uid: int, cwd: str, program: dict, files: dict | None, env: dict | None,
                stdins: list, limits: dict, shared: set[str]) -> dict:
     deadline = time.monotonic() + float(limits["total_s"])
-    output_left = TOTAL_OUTPUT
+    reply_left = REPLY_BUDGET
+    worst_case = 2 * int(limits["output_bytes"]) * JSON_WORST + 4096  # one case's record, encoded, at most
     records: list[dict] = []
     files_kb = 0
     left_behind = False
@@ -60,8 +65,9 @@ def _run_cases(runner, proc_class, reply, uid: int, cwd: str, program: dict, fil
         if left_behind:  # a process of an earlier case survived clean-up: this case cannot start clean
             records.append(reply("killed", error="a process of an earlier case survived clean-up"))
             continue
-        cap = min(int(limits["output_bytes"]), output_left // 2)
-        proc = proc_class(runner, runner.zygote, uid, cwd, {**limits, "output_bytes": cap})
+        if records and reply_left < worst_case:  # its output might not fit this reply: the rest in another job
+            break
+        proc = proc_class(runner, runner.zygote, uid, cwd, limits)
         runner.used_uids.add(uid)
         files_before = usage.files_written_kb()
         try:
@@ -72,7 +78,7 @@ def _run_cases(runner, proc_class, reply, uid: int, cwd: str, program: dict, fil
             proc.start(program, "", files, env, stdin_file=_input_file(data))
         proc.wait_until(min(now + float(limits["wall_s"]), deadline))
         record = proc.result()
-        output_left -= len(record["stdout"]) + len(record["stderr"])
+        reply_left -= _encoded(record["stdout"]) + _encoded(record["stderr"]) + 4096
         files_kb = max(files_kb, usage.files_written_kb() - files_before)
         records.append(record)
         # the next case starts with no process and no file of this one (the shared files are root's: untouched)
@@ -126,3 +132,11 @@ def _write_shared(cwd: str, files: dict) -> list[str]:
         return []
     return written
 
+
+
+def _encoded(text: str) -> int:
+    """Characters text takes in the reply's JSON at most: the worst case for a short text, the exact count for a
+    long one (control characters escape to 6, an astral character to 12)."""
+    if len(text) <= 1 << 16:
+        return len(text) * 2 * JSON_WORST
+    return len(json.dumps(text))
