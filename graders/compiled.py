@@ -1,6 +1,7 @@
 """Tests for the languages other than Python: compile once in a sandbox (cached), then run the cases.
 
-- `io` (every language): one run per case, stdout compared on the host (as for Python).
+- `io` (every language): one run per case, all cases in one cases job (graders/io_cases.py), stdout compared on
+  the host (as for Python).
 - `function` (JavaScript, TypeScript): a judge job; the program is loaded by the language's judge host
   (Language.judge_host_argv: candidate_host.js) under the candidate uid and called through the same plain-data
   channel as Python's, the tests run in judge.py under the judge uid.
@@ -12,13 +13,13 @@ or memory ends the item as `timeout` / `memory_limit`, also with executability 0
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from sandboxes import JudgeJob, Result, Status
 from sandboxes.builds import Build
 
+from . import io_cases
 from .outcome import Outcome
 from .runs import ProgramRun, Runner
 from .rust_tests import run_rust_tests
@@ -51,8 +52,13 @@ async def _once(run: ProgramRun, build: Build) -> Outcome:
 
 async def _io(run: ProgramRun, build: Build) -> Outcome:
     cases = run.tests.cases
-    runs = list(await asyncio.gather(*(_run_binary(run, build, c.stdin) for c in cases)))
-    return from_runs(runs, [c.stdout for c in cases], run.tests.compare)
+    one = run.language.run_job(run.code, build.files, "", run.limits)  # the program, files and limits of a run
+    runs, jobs = await io_cases.run_cases(run.pool, one.program, [c.stdin for c in cases], one.limits,
+                                          files=one.files, env=one.env)
+    runs = [memory_checked(run.language, r, run.limits.memory_mb) for r in runs]
+    outcome = from_runs(runs, [c.stdout for c in cases], run.tests.compare)
+    outcome.details["io"] = {"path": io_cases.PATH, "jobs": len(jobs)}
+    return outcome
 
 
 async def _judge_function(run: ProgramRun, build: Build) -> Outcome:

@@ -179,7 +179,7 @@ async def run_rust_tests(pool: JobRunner, builder: Builder, code: str, tests: An
         return compile_failure(build, paths)
 
     async def one(path: str):
-        argv = [RUN_BINARY[0], "-c", 'chmod u+x ./main && exec ./main "$@"', "main", "--exact", path,
+        argv = [*RUN_BINARY, "--exact", path,
                 "--test-threads=1", "-q", "--color", "never"]
         job = lang.run_job(source, build.files, "", limits)
         job = replace(job, program={"argv": argv})

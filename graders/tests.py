@@ -2,7 +2,8 @@
 
 assert / function / pytest tests run as a judge job: the tests execute in a judge process under their own uid and
 reach the candidate only through a plain-data channel (sandboxes/inside/judge.py). io tests run the program once
-per case; its stdout is compared on the host (graders/verdicts.py), so expected outputs never enter the sandbox.
+per case, every case of the item in one cases job (graders/io_cases.py); its stdout is compared on the host
+(graders/verdicts.py), so expected outputs never enter the sandbox.
 Each kind of tests has its runner: Python's are here (it runs in the runner's forked interpreter, no compile
 step), the other languages' in graders/compiled.py.
 """
@@ -17,7 +18,7 @@ from sandboxes import JudgeJob, Limits, Result, RunJob
 from sandboxes.builds import JobRunner
 from sandboxes.languages import LANGUAGES
 
-from . import compiled
+from . import compiled, io_cases
 from .flags import flags_for, scans_quickly
 from .outcome import Outcome
 from .runs import ProgramRun, Runner
@@ -64,8 +65,12 @@ async def _script(run: ProgramRun) -> Outcome:
 
 async def _io(run: ProgramRun) -> Outcome:
     cases = run.tests.cases
-    runs = await asyncio.gather(*(_run_program(run, c.stdin) for c in cases))
-    return _accounted(from_runs(runs, [c.stdout for c in cases], run.tests.compare), runs)
+    program = {"code": run.code, "filename": run.language.source}
+    runs, jobs = await io_cases.run_cases(run.pool, program, [c.stdin for c in cases], run.limits,
+                                          account=run.account)
+    outcome = _accounted(from_runs(runs, [c.stdout for c in cases], run.tests.compare), jobs)
+    outcome.details["io"] = {"path": io_cases.PATH, "jobs": len(jobs)}
+    return outcome
 
 
 async def _judge(run: ProgramRun) -> Outcome:
@@ -81,7 +86,7 @@ async def _run_program(run: ProgramRun, stdin: str) -> Result:
 
 
 def _accounted(outcome: Outcome, results: Sequence[Result]) -> Outcome:
-    """The stage's usage over its jobs (one per io case): CPU summed, peak memory the largest, as measure.py sums
+    """The stage's usage over its jobs (the io cases jobs): CPU summed, peak memory the largest, as measure.py sums
     the cases of one measured run. Absent unless every job was accounted."""
     usages = [r.usage for r in results if r.usage is not None]
     if usages and len(usages) == len(results):

@@ -2,7 +2,7 @@
 
 from .backends import NoSandboxAvailable, SandboxSpec, choose_backend
 from .pool import SandboxPool
-from .types import Job, JudgeJob, Limits, LintJob, MeasureJob, RepoJob, Result, RunJob, SessionJob, Status
+from .types import CasesJob, Job, JudgeJob, Limits, LintJob, MeasureJob, RepoJob, Result, RunJob, SessionJob, Status
 
-__all__ = ["Job", "JudgeJob", "Limits", "LintJob", "MeasureJob", "NoSandboxAvailable", "RepoJob", "Result", "RunJob",
-           "SandboxPool", "SandboxSpec", "SessionJob", "Status", "choose_backend"]
+__all__ = ["CasesJob", "Job", "JudgeJob", "Limits", "LintJob", "MeasureJob", "NoSandboxAvailable", "RepoJob", "Result",
+           "RunJob", "SandboxPool", "SandboxSpec", "SessionJob", "Status", "choose_backend"]

@@ -30,7 +30,7 @@ NODE_MODULES = "/usr/local/lib/rewardbox-node/node_modules"
 OUT = "out"  # compile output directory (relative to the job's working directory)
 ARTEFACT_CAP = 32 << 20  # base64 in the compile report must fit one 64 MiB frame of the runner's protocol
 # Runs a compiled binary: files written into the job dir are not executable (umask 077, no mode on the wire).
-RUN_BINARY = ("/bin/sh", "-c", "chmod u+x ./main && exec ./main")
+RUN_BINARY = ("./main",)  # written executable (run_files: "exec"), so no shell and chmod start with every run
 # V8's stack in KiB: deep recursion gets a RangeError well before the thread's 8 MiB stack would overflow.
 NODE_STACK = "--stack-size=4096"
 # Java's class path: the job directory and the jars SandboxFusion's image puts there (javatuples, from Debian).
@@ -85,7 +85,7 @@ class Language:
         """The job files of a run: the artefacts (base64), or the source itself for interpreted languages."""
         if self.runs_source:
             return {self.source_name(code): code}
-        return {name: {"b64": data} for name, data in artefacts.items()}
+        return {name: {"b64": data, "exec": True} for name, data in artefacts.items()}
 
     def run_argv_for(self, code: str, memory_mb: int) -> list[str]:
         main = self.main_class(code)

@@ -6,7 +6,7 @@ Every status a sandbox can report is listed in Status; only SANDBOX_ERROR is a f
 Jobs
 ----
 One frozen class per op of the in-sandbox runner, each with only the fields its op reads, so a job cannot carry
-another op's fields: RunJob, JudgeJob, LintJob, MeasureJob, RepoJob, SessionJob. ``to_wire()`` is the request
+another op's fields: RunJob, CasesJob, JudgeJob, LintJob, MeasureJob, RepoJob, SessionJob. ``to_wire()`` is the request
 the runner reads (sandboxes/inside/runner.py, Runner.handle); ``to_dict()`` / ``job_from_dict()`` the lossless
 form that travels on distributed mode's queue (service/redis_queue.py).
 
@@ -39,6 +39,8 @@ REPLY_KEYS (tests/test_protocol_units.py checks that the two sides list the same
   files             dict   run jobs with fetch_files: path -> base64 content of each file read back.
   usage             dict?  accounted jobs (account=True): {"cpu_ms", "peak_memory_kb", "complete"} of everything
                            the job's processes spent, orphans and written files included (inside/measure.py).
+  cases             list   cases jobs: one record per io case, with the keys above from status to error
+                           (inside/cases.py); the job's own cpu_ms is their sum, peak_memory_kb their largest.
   trace             str?   a fault of ours: the runner's stack trace. Not part of the Result: the pool logs it.
   timings           dict   judge jobs: milestones of the job in ms (candidate spawned, loaded, judge done);
                            carried for diagnostics, not decoded.
@@ -145,6 +147,27 @@ class RunJob(Job):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CasesJob(Job):
+    """Run one program once per io case, all in one job (inside/cases.py): ``program``, ``files`` and ``env`` as
+    a RunJob's, ``stdins`` the input of each case (the expected outputs stay on the host, which compares). Each
+    case has the limits of one run (wall_s, cpu_s, memory_mb, output caps); total_s bounds the whole job. The
+    result's ``cases`` hold one run record per case; ``account`` adds Result.usage over all of them."""
+
+    op: ClassVar[str] = "cases"
+    program: dict[str, Any]
+    stdins: list[str]
+    files: dict[str, Any] | None = None
+    env: dict[str, str] | None = None
+    limits: Limits = field(default_factory=Limits)
+    account: bool = False
+
+    def job_fields(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"program": self.program, "stdins": list(self.stdins)}
+        body.update({k: v for k in ("files", "env") if (v := getattr(self, k))})
+        return {**body, "account": True} if self.account else body
+
+
+@dataclass(frozen=True, kw_only=True)
 class JudgeJob(Job):
     """Judge a candidate module: ``candidate`` = ``{"code", "module"}`` (or a "program" with its "files" for other
     languages), ``judge`` = the test spec (see inside/judge.py); the result's events hold the load report and the
@@ -216,7 +239,8 @@ class SessionJob(Job):
         return dict(self.session)
 
 
-JOB_TYPES: dict[str, type[Job]] = {t.op: t for t in (RunJob, JudgeJob, LintJob, MeasureJob, RepoJob, SessionJob)}
+JOB_TYPES: dict[str, type[Job]] = {t.op: t for t in (RunJob, CasesJob, JudgeJob, LintJob, MeasureJob, RepoJob,
+                                                      SessionJob)}
 
 
 def job_from_dict(raw: dict[str, Any]) -> Job:
@@ -276,6 +300,7 @@ DECODED: dict[str, Callable[[Any], Any]] = {
     "spec_error": lambda v: v,
     "files": lambda v: dict(v or {}),
     "usage": _usage,
+    "cases": lambda v: list(v or []),
 }
 NOT_DECODED = ("trace", "timings", "files_kb", "processes")  # read by the pool's log, or carried for diagnostics
 REPLY_KEYS = frozenset(DECODED) | frozenset(NOT_DECODED)
@@ -301,6 +326,7 @@ class Result:
     spec_error: str | None = None
     files: dict[str, str] = field(default_factory=dict)
     usage: dict[str, Any] | None = None
+    cases: list[dict[str, Any]] = field(default_factory=list)
     sandbox_id: str | None = None  # set by the pool, not by the runner
 
     @property

@@ -1,11 +1,11 @@
 """One budget of sandbox time for all of an item's test runs (REWARDBOX_MAX_ITEM_S), however many cases it has.
 
-A judge job already stops at its `total_s`; io cases (and Rust's tests) run as one job each, so without a shared
-budget 1,000 cases of 30 s would hold the pool for hours. `ItemBudget` stands between the graders and the pool for
-one item: a run may use at most what the item has left (its wall and CPU limits are cut to that), the time a run
-really took is charged, and a run that finds nothing left does not start: its case fails as `timeout`, the
-program's own doing, like any time limit. Runs in flight hold their share until they end, so an item never
-overspends; a run waits while the rest of the budget is held by runs still in flight.
+A judge job (and a cases job: every io case of a program) already stops at its `total_s`; Rust's tests run as one
+job each, so without a shared budget 1,000 cases of 30 s would hold the pool for hours. `ItemBudget` stands
+between the graders and the pool for one item: a run may use at most what the item has left (its wall and CPU
+limits are cut to that), the time a run really took is charged, and a run that finds nothing left does not start:
+its case fails as `timeout`, the program's own doing, like any time limit. Runs in flight hold their share until
+they end, so an item never overspends; a run waits while the rest of the budget is held by runs still in flight.
 
 Only test runs are charged: compiles, lints and efficiency measurements have limits of their own.
 """
@@ -18,7 +18,8 @@ from typing import Protocol
 
 from sandboxes import Job, Limits, Result, Status
 
-CHARGED_OPS = ("run", "judge")
+CHARGED_OPS = ("run", "judge", "cases")
+WHOLE_JOB_OPS = ("judge", "cases")  # bounded by total_s (several processes or cases), not wall_s
 
 
 class JobRunner(Protocol):
@@ -58,11 +59,11 @@ class ItemBudget:
 
 
 def _limit(limits: Limits, op: str) -> float:
-    return limits.total_s if op == "judge" else limits.wall_s
+    return limits.total_s if op in WHOLE_JOB_OPS else limits.wall_s
 
 
 def _cut(limits: Limits, op: str, share: float) -> Limits:
-    if op == "judge":
+    if op in WHOLE_JOB_OPS:
         return replace(limits, total_s=min(limits.total_s, share)) if share < limits.total_s else limits
     if share >= limits.wall_s:
         return limits

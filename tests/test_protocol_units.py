@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sandboxes import Job, JudgeJob, Limits, LintJob, MeasureJob, RepoJob, Result, RunJob, SessionJob, Status
+from sandboxes import CasesJob, Job, JudgeJob, Limits, LintJob, MeasureJob, RepoJob, Result, RunJob, SessionJob, Status
 from sandboxes.types import DECODED, JOB_TYPES, NOT_DECODED, REPLY_KEYS, job_from_dict
 from service.redis_envelope import MalformedEnvelope, RunEnvelope, ScoreEnvelope, envelope_from_json
 from service.redis_scripts import (
@@ -54,6 +54,8 @@ EVERY_OP = [
      {"program": {"code": "print(1)"}, "stdin": "in", "files": {"a.txt": "x"}, "fetch_files": ["b"], "env": {"K": "v"},
       "account": True}),
     (RunJob(program={"argv": ["/bin/true"]}, limits=LIMITS), {"program": {"argv": ["/bin/true"]}}),
+    (CasesJob(program={"code": "print(1)"}, stdins=["a", ""], env={"K": "v"}, limits=LIMITS, account=True),
+     {"program": {"code": "print(1)"}, "stdins": ["a", ""], "env": {"K": "v"}, "account": True}),
     (JudgeJob(candidate={"code": "def f(): pass", "module": "solution"}, judge={"kind": "function"}, limits=LIMITS),
      {"candidate": {"code": "def f(): pass", "module": "solution"}, "judge": {"kind": "function"}}),
     (LintJob(code="x = 1\n", language="typescript", roots=["f"], limits=LIMITS),
@@ -80,7 +82,7 @@ def test_a_job_comes_back_from_its_queue_form_as_the_same_typed_job(job: Job) ->
 
 
 def test_every_op_of_the_runner_has_one_job_class() -> None:
-    assert sorted(JOB_TYPES) == ["judge", "lint", "measure", "repo", "run", "session"]
+    assert sorted(JOB_TYPES) == ["cases", "judge", "lint", "measure", "repo", "run", "session"]
 
 
 def test_a_job_cannot_carry_another_ops_fields() -> None:

@@ -98,7 +98,7 @@ ESLINT_LANGUAGES = ("javascript", "typescript")
 REPLY_KEYS = frozenset({
     "status", "exit_code", "signal", "wall_ms", "cpu_ms", "peak_memory_kb", "stdout", "stderr", "stdout_truncated",
     "stderr_truncated", "error", "events", "runs", "spec_error", "files", "usage", "trace", "timings", "files_kb",
-    "processes",
+    "processes", "cases",
 })
 
 
@@ -183,7 +183,7 @@ def run_program(program: dict, env: dict) -> None:
     if "argv" in program:
         argv = [str(a) for a in program["argv"]]
         try:
-            os.execve(argv[0] if argv[0].startswith("/") else _which(argv[0], env), argv, env)
+            os.execve(argv[0] if "/" in argv[0] else _which(argv[0], env), argv, env)  # ./main: the cwd's
         except (OSError, ValueError, UnicodeError) as e:
             reason = getattr(e, "strerror", None) or type(e).__name__
             raise SpawnError(f"could not execute {argv[0][:200]!r}: {reason}") from None
@@ -394,13 +394,14 @@ def write_job_files(cwd: str, files: dict) -> None:
         try:
             path = os.path.join(cwd, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            if isinstance(content, dict):  # {"b64": ...}: binary content
+            if isinstance(content, dict):  # {"b64": ..., "exec": bool}: binary content, executable or not
                 import base64
 
                 data = base64.b64decode(content["b64"])
             else:
                 data = str(content).encode()
-            with open(path, "wb") as f:
+            mode = 0o700 if isinstance(content, dict) and content.get("exec") else 0o600
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode), "wb") as f:
                 f.write(data)
         except (OSError, ValueError, TypeError, KeyError, UnicodeError) as e:
             reason = getattr(e, "strerror", None) or type(e).__name__
@@ -598,10 +599,11 @@ class Runner:
                 return None
             time.sleep(0.0002)
 
-    def clean_uid(self, uid: int) -> bool:
-        """Kill every process of uid and wipe the files it owns. True when nothing is left behind."""
-        if (uid == self.cand_uid and all(_empty(root) for root in SHARED_ROOTS) and _empty(self.dirs[uid])
-                and not _pids_of_uid(uid)):  # the directory checks first: they are the cheaper ones
+    def clean_uid(self, uid: int, expected: set[str] | frozenset[str] = frozenset()) -> bool:
+        """Kill every process of uid and wipe the files it owns. True when nothing is left behind. expected: names
+        in uid's home that are not its own (root's read-only files of a cases job, cases.py)."""
+        if (uid == self.cand_uid and all(_empty(root) for root in SHARED_ROOTS)
+                and _only(self.dirs[uid], expected) and not _pids_of_uid(uid)):  # the cheaper checks first
             return True  # nothing running, nothing written: no cleaner needed (the common case)
         pid = self._fork()
         if pid == 0:
@@ -679,6 +681,10 @@ class Runner:
         self.jobs_done += 1
         if op == "run":
             return self.accounted(job, lambda: self.run_job(job, limits, self.zygote))
+        if op == "cases":  # every io case of one program (cases.py)
+            import cases
+
+            return self.accounted(job, lambda: cases.cases_job(self, job, limits, Proc, reply))
         if op == "lint" and job.get("language") in ESLINT_LANGUAGES:
             return self.node_linter.lint(job["code"], job["language"], float(limits["wall_s"]))
         if op == "lint":
@@ -981,10 +987,11 @@ class Proc:
         self.stdin_data = b""
 
     def start(self, program: dict, stdin: str, files: dict | None, env: dict | None, extra_fds=(),
-              wait: bool = True) -> None:
+              wait: bool = True, stdin_file: int | None = None) -> None:
         """Spawn the process (extra_fds become its fds 3, 4, ...; they are closed here). Input that cannot be
         encoded ends the job here, before anything runs. wait=False: only the request is sent; spawned() waits
-        for the zygote's answer."""
+        for the zygote's answer. stdin_file: a read-only descriptor of a file holding the input (cases.py), given
+        as fd 0 instead of a pipe the runner feeds (closed here)."""
         self.runner.used_uids.add(self.uid)
         self.oom_before = self.runner._oom_kills()
         self.started = time.monotonic()
@@ -996,11 +1003,12 @@ class Proc:
             self.spawn_error = "the job's stdin is not valid text (it cannot be encoded as UTF-8)"
             return
         payload = write_payload({"program": program, "files": files, "env": env})
-        in_r, in_w = os.pipe()
+        in_r, in_w = (stdin_file, None) if stdin_file is not None else os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         for fd in (in_w, out_r, err_r):
-            os.set_blocking(fd, False)
+            if fd is not None:
+                os.set_blocking(fd, False)
         self.fds = {out_r: "stdout", err_r: "stderr"}
         self.stdin_w = in_w
         req = {"role": "job", "uid": self.uid, "cwd": self.cwd, "limits": self.limits}
@@ -1325,6 +1333,20 @@ def _read_job_files(paths: list[str]) -> dict:
 def _empty(path: str) -> bool:
     with os.scandir(path) as it:
         return next(it, None) is None
+
+
+def _only(path: str, names: set[str] | frozenset[str]) -> bool:
+    """path holds nothing but names (each a regular file of root's, as written), or nothing when names is empty."""
+    if not names:
+        return _empty(path)
+    with os.scandir(path) as it:
+        for entry in it:
+            if entry.name not in names:
+                return False
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != 0:
+                return False
+    return True
 
 
 def _pids_of_uid(uid: int, zombies: bool = False) -> list[int]:

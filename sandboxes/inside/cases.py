@@ -1,0 +1,142 @@
+"""io cases of one program as one job (stdlib only; runs in the runner, trusted).
+
+The host sends the program once with the stdin of every case (never the expected outputs: the host compares); the
+runner forks one process per case from the zygote, as a run job does, under that case's limits, and answers once
+with every case's record. So a case costs a fork and its own run, not a host round trip and a job's set-up.
+
+Each case's stdin is a sealed memfd (fd 0), not a pipe: the program reads it directly, and no case can change
+it. Between two cases of the item the runner kills every process of the job uid and wipes the files it owns, as it
+does between jobs (Runner.clean_uid; it costs a few directory checks and one /proc scan when the case left
+nothing): a case cannot leave a process or a file that a later case of the same item sees.
+
+Per case: wall_s bounds the case, cpu_s and memory_mb its process (rlimits); total_s bounds the whole job, and a
+case the job has no time left for is not run (status timeout, with an error naming the cap). The output caps are
+per case and stream. The reply is one frame: when the cases' output so far leaves no room for one more case's worst,
+the job answers with the cases it ran, and the host sends the rest in another job (graders/io_cases.py).
+
+Reply: status "ok" (the job ran; each case's own status is in its record), cases = one record per case run (the
+first ones, in order) with the
+keys of a run job's reply (status, exit_code, signal, wall_ms, cpu_ms, peak_memory_kb, stdout, stderr,
+stdout_truncated, stderr_truncated, error); cpu_ms summed and peak_memory_kb the largest over the cases, so that an
+accounted job's usage (measure.accounted) counts all of them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+
+import usage
+
+# The reply is one frame (wire.MAX_FRAME, 64 MiB) of JSON, where a byte of output takes up to 6 characters (\u0000).
+REPLY_BUDGET = 48 << 20
+JSON_WORST = 6  # per byte of output (a code point of 4 bytes: 12 characters, 3 per byte)
+
+
+def cases_job(runner, job: dict, limits: dict, proc_class, reply) -> dict:
+    """runner: the Runner; proc_class, reply: runner.py's Proc and reply (runner.py runs as __main__)."""
+    uid, cwd = runner.cand_uid, runner.dirs[runner.cand_uid]
+    program, files, env = job["program"], job.get("files"), job.get("env")
+    stdins = list(job.get("stdins") or [])
+    shared = _write_shared(cwd, files) if files and len(stdins) > 1 else []
+    try:
+        return _run_cases(runner, proc_class, reply, uid, cwd, program, None if shared else files, env, stdins,
+                          limits, set(shared))
+    finally:
+        for name in shared:
+            os.unlink(os.path.join(cwd, name))
+
+
+def _run_cases(runner, proc_class, reply, uid: int, cwd: str, program: dict, files: dict | None, env: dict | None,
+               stdins: list, limits: dict, shared: set[str]) -> dict:
+    deadline = time.monotonic() + float(limits["total_s"])
+    reply_left = REPLY_BUDGET
+    worst_case = 2 * int(limits["output_bytes"]) * JSON_WORST + 4096  # one case's record, encoded, at most
+    records: list[dict] = []
+    files_kb = 0
+    left_behind = False
+    for stdin in stdins:
+        now = time.monotonic()
+        if now >= deadline:
+            records.append(reply("timeout", error="the job's total time (all its cases) ran out before this case"))
+            continue
+        if left_behind:  # a process of an earlier case survived clean-up: this case cannot start clean
+            records.append(reply("killed", error="a process of an earlier case survived clean-up"))
+            continue
+        if records and reply_left < worst_case:  # its output might not fit this reply: the rest in another job
+            break
+        proc = proc_class(runner, runner.zygote, uid, cwd, limits)
+        runner.used_uids.add(uid)
+        files_before = usage.files_written_kb()
+        try:
+            data = str(stdin).encode()
+        except UnicodeError:  # Proc refuses it as it refuses a run job's (the host's validation stops it first)
+            proc.start(program, str(stdin), files, env)
+        else:
+            proc.start(program, "", files, env, stdin_file=_input_file(data))
+        proc.wait_until(min(now + float(limits["wall_s"]), deadline))
+        record = proc.result()
+        reply_left -= _encoded(record["stdout"]) + _encoded(record["stderr"]) + 4096
+        files_kb = max(files_kb, usage.files_written_kb() - files_before)
+        records.append(record)
+        # the next case starts with no process and no file of this one (the shared files are root's: untouched)
+        left_behind = not runner.clean_uid(uid, expected=shared)
+        runner.reap()
+    return reply("ok", cases=records, cpu_ms=sum(r.get("cpu_ms", 0.0) for r in records),
+                 peak_memory_kb=max((r.get("peak_memory_kb", 0) for r in records), default=0),
+                 wall_ms=sum(r.get("wall_ms", 0.0) for r in records), files_kb=files_kb)
+
+
+def _input_file(data: bytes) -> int:
+    """The case's stdin as a sealed anonymous file at offset 0: the program reads it at its own pace, with no pipe
+    for the runner to feed (a 1 MB input took ~16 rounds of poll and write), and cannot change it."""
+    fd = os.memfd_create("rewardbox-stdin", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK
+                    | fcntl.F_SEAL_SEAL)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_shared(cwd: str, files: dict) -> list[str]:
+    """The program's files (a compiled binary), written once for all the cases, owned by root and read-only for
+    the job: in the sticky working directory a case can run and read them, but neither change, replace nor
+    remove them, so every case runs the same program and its own clean-up stays the fast path. Only plain names;
+    [] (each case then writes the files itself, as a run job does) for anything else."""
+    import base64
+
+    if any(not isinstance(n, str) or not n or "/" in n or n in (".", "..") for n in files):
+        return []
+    written: list[str] = []
+    try:
+        for name, content in files.items():
+            executable = isinstance(content, dict) and content.get("exec")
+            data = base64.b64decode(content["b64"]) if isinstance(content, dict) else str(content).encode()
+            fd = os.open(os.path.join(cwd, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o755 if executable else 0o644)
+            written.append(name)
+            with open(fd, "wb") as f:
+                os.fchmod(fd, 0o755 if executable else 0o644)  # the runner's umask (077) cut the mode given
+                f.write(data)
+    except (OSError, ValueError, TypeError, KeyError, UnicodeError):
+        for name in written:
+            os.unlink(os.path.join(cwd, name))
+        return []
+    return written
+
+
+
+def _encoded(text: str) -> int:
+    """Characters text takes in the reply's JSON at most: the worst case for a short text, the exact count for a
+    long one (control characters escape to 6, an astral character to 12)."""
+    if len(text) <= 1 << 16:
+        return len(text) * 2 * JSON_WORST
+    return len(json.dumps(text))
