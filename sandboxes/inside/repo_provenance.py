@@ -271,7 +271,7 @@ class Provenance:
             return f"{where} is not code of a file the change left alone"
         if not compiled.has(code):
             return f"{where} is not the code compiled from that file"
-        if func.__builtins__ is not _BUILTINS:  # type: ignore[attr-defined]
+        if func.__builtins__ is not _BUILTINS:
             return f"{where} runs with builtins of its own"
         if depth < WRAP_DEPTH:
             inner = [cell.cell_contents for cell in func.__closure__ or () if _cell_function(cell)]
@@ -308,7 +308,7 @@ class Provenance:
                 return f"{qualname} of {path} is not the code compiled from that file"
             if value.__globals__ is not namespace:
                 return f"{qualname} of {path} does not belong to the module pytest collected"
-            if value.__builtins__ is not _BUILTINS:  # type: ignore[attr-defined]
+            if value.__builtins__ is not _BUILTINS:
                 return f"{qualname} of {path} runs with builtins of its own"
             self.spaces.append(space)
             self.names.append(name)
