@@ -93,10 +93,10 @@ class HeadTimeoutProtocol(H11Protocol):
             return  # the rest of a body we have answered already: dropped
         super().data_received(data)
 
-    def eof_received(self) -> bool | None:
+    def eof_received(self) -> None:
         if self._lingering is not None and self._lingering.lingering:
             self._lingering.abort_linger()  # the client has sent everything and read our answer
-        return super().eof_received()
+        super().eof_received()
 
     def handle_events(self) -> None:
         cycle = self.cycle
