@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from rewardbox import batching
 from sandboxes.languages import accepted_test_kinds
 
 from .config import Settings
@@ -198,10 +199,9 @@ def check_item(item: RewardItem, settings: Settings, values_checked: bool = Fals
 
 def item_work(item: RewardItem | Any) -> int:
     """What admission counts for an item: its test cases (each is at least one program run), at least 1. Works on
-    raw (unvalidated) items too, so a flood is weighed before anything else is spent on it."""
-    tests = item.get("tests") if isinstance(item, dict) else getattr(item, "tests", None)
-    cases = tests.get("cases") if isinstance(tests, dict) else getattr(tests, "cases", None)
-    return max(1, len(cases)) if isinstance(cases, list) else 1
+    raw (unvalidated) items too, so a flood is weighed before anything else is spent on it. The client counts the
+    same way to cut a batch to the queue bound: one function, in the client package."""
+    return batching.item_work(item)
 
 
 # -- /run_code files
