@@ -205,7 +205,7 @@ class LocalExecutor:
             return ticket, self.line.join(kind, seconds, work, deadline_s)
         except Overloaded:
             ticket.close()
-            self.metrics.rejected.labels("wait").inc(items)
+            self.metrics.rejected.labels("overloaded").inc(items)
             raise
 
     async def score_many(self, items: Sequence[RewardItem | Any], deadline_s: float | None = None,

@@ -130,7 +130,7 @@ class RedisExecutor:
         try:
             return self.line.join(kind, seconds, work, deadline_s)
         except Overloaded:
-            self.metrics.rejected.labels("wait").inc(items)
+            self.metrics.rejected.labels("overloaded").inc(items)
             raise
 
     async def _reserve(self, work: int) -> Ticket:

@@ -105,7 +105,12 @@ class WaitLine:
         bound = min(self.max_wait_s, deadline_s) if deadline_s is not None else self.max_wait_s
         wait = self.wait_s(kind, seconds)
         if wait > bound:
-            retry = min(MAX_RETRY_AFTER_S, max(1, math.ceil(wait - bound)))
+            # Come back when the line has moved by the excess, or sooner: after about one unit of work of this
+            # kind, by when the hold has been learned afresh (a worst-case guess may be far too long).
+            unit = self.hold(kind).per_unit
+            retry = min(MAX_RETRY_AFTER_S, math.ceil(wait - bound), math.ceil(unit) if unit is not None else
+                        math.ceil(seconds))
+            retry = max(1, retry)
             raise Overloaded(f"the work queued ahead would take about {wait:.0f} s to start; the bound is "
                              f"{bound:g} s (REWARDBOX_MAX_WAIT_S or the request's deadline)", retry_after_s=retry)
         place = Place(self, kind, seconds, work)
