@@ -1,10 +1,19 @@
-"""Benchmark: the service under a flood, in both modes. 12 clients each post a /reward/batch of 1,000 distinct cheap
-items at the same moment, against the default bound of 2,048 queued test cases; meanwhile /healthz is probed every
-50 ms. Prints how fast the refused requests were answered, how fast health was answered (next to the same probe on
-the idle service: the baseline of this run), and what became of every accepted item.
+"""Benchmark: the service under a flood, in both modes.
+
+`--flood batch` (default): 12 clients each post a /reward/batch of 1,000 distinct cheap items at the same moment,
+against the default bound of 2,048 queued test cases; meanwhile /healthz is probed every 50 ms. Prints how fast the
+refused requests were answered, how fast health was answered (next to the same probe on the idle service: the
+baseline of this run), and what became of every accepted item.
+
+`--flood sleep`: 200 concurrent calls of `time.sleep(2)` (each its own request: `/run_code`, then `/reward`) against
+a pool of 2, with an 80 s client timeout: every call must be answered (its result) or refused fast (429/504 with
+Retry-After, service/wait_line.py) within that timeout, /healthz answering meanwhile. `--unbounded` runs the same
+flood again with REWARDBOX_MAX_WAIT_S and REWARDBOX_DEADLINE_S at 3600 (no refusal by time: the behaviour before
+it) as this run's baseline.
 
     .venv/bin/python bench/overload.py                  # both modes, table
     .venv/bin/python bench/overload.py --modes embedded --clients 6 --items 500 --json
+    .venv/bin/python bench/overload.py --flood sleep --modes embedded --unbounded
 
 Bounded and local: loopback only (127.0.0.1), a fixed number of requests, every request with a timeout. Real
 processes: `rewardbox serve` (embedded: its own pool), and for distributed mode a redis-server of our own, one
@@ -14,6 +23,7 @@ processes: `rewardbox serve` (embedded: its own pool), and for distributed mode 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
@@ -89,26 +99,93 @@ def flood(url: str, clients: int, per_request: int) -> dict:
             "health_idle": baseline, "health_under_flood": under_flood, "accepted_outcomes": dict(outcomes)}
 
 
-def embedded(args: argparse.Namespace) -> dict:
+SLEEP = "import time\ntime.sleep(2)\nprint('done')\n"
+
+
+def sleep_request(route: str, i: int) -> dict:
+    if route == "/run_code":
+        return {"code": SLEEP + f"# {i}\n", "language": "python", "run_timeout": 10}
+    return {"code": SLEEP + f"# {i}\n", "profile": "binary",  # distinct: no cache hit, no sharing
+            "tests": {"kind": "io", "cases": [{"stdout": "done\n"}]}}
+
+
+async def sleep_calls(url: str, route: str, calls: int, timeout_s: float) -> list[tuple[str, float, str]]:
+    """(outcome, seconds, Retry-After) per call: ok, refused (429/504 with Retry-After before the wait), late
+    (504: admitted, not started in time), no_answer (the client's timeout), or the status."""
+    limits = httpx.Limits(max_connections=calls + 10, max_keepalive_connections=calls + 10)
+    async with httpx.AsyncClient(base_url=url, timeout=timeout_s, limits=limits) as client:
+        async def one(i: int) -> tuple[str, float, str]:
+            t0 = time.perf_counter()
+            try:
+                r = await client.post(route, json=sleep_request(route, i))
+            except httpx.TimeoutException:
+                return "no_answer", time.perf_counter() - t0, ""
+            took = time.perf_counter() - t0
+            if r.status_code == 200:
+                return "ok", took, ""
+            if r.status_code in (429, 503, 504):
+                late = "not started" in r.text
+                if os.environ.get("BENCH_DEBUG"):
+                    print(r.status_code, r.text[:300])
+                return "late" if late else "refused", took, r.headers.get("retry-after", "")
+            return str(r.status_code), took, ""
+
+        return await asyncio.gather(*[one(i) for i in range(calls)])
+
+
+def sleep_flood(url: str, calls: int, timeout_s: float) -> dict:
+    out: dict = {"health_idle": summary(probe(url, 3.0))}
+    for route in ("/run_code", "/reward"):
+        done = threading.Event()
+        with ThreadPoolExecutor(1) as pool:
+            health = pool.submit(probe, url, done)
+            t0 = time.perf_counter()
+            answers = asyncio.run(sleep_calls(url, route, calls, timeout_s))
+            wall = time.perf_counter() - t0
+            done.set()
+            out[route] = {"wall_s": round(wall, 1), "outcomes": dict(Counter(o for o, _, _ in answers)),
+                          "retry_after_given": sum(1 for o, _, ra in answers if o in ("refused", "late") and ra),
+                          **{o: summary([s * 1000 for x, s, _ in answers if x == o])
+                             for o in ("ok", "refused", "late", "no_answer")},
+                          "health_under_flood": summary(health.result())}
+    return out
+
+
+def run_flood(args: argparse.Namespace, url: str) -> dict:
+    if args.flood == "sleep":
+        return sleep_flood(url, args.calls, args.timeout)
+    return flood(url, args.clients, args.items)
+
+
+def settings_env(args: argparse.Namespace, unbounded: bool = False) -> dict[str, str]:
+    env = dict(COMMON)
+    if args.flood == "sleep":  # the flood of the issue: the default pool of 2, no result cache
+        env["REWARDBOX_POOL_SIZE"] = "2"
+    if unbounded:  # no refusal by time: admitted whatever the wait, answered 504 only after the deadline
+        env["REWARDBOX_MAX_WAIT_S"] = env["REWARDBOX_DEADLINE_S"] = "3600"
+    return env
+
+
+def embedded(args: argparse.Namespace, unbounded: bool = False) -> dict:
     db = os.path.join(tempfile.mkdtemp(prefix="rewardbox-bench-"), "rollouts.sqlite3")
-    proc, url = start_server({**COMMON, "REWARDBOX_DB": db})
+    proc, url = start_server({**settings_env(args, unbounded), "REWARDBOX_DB": db})
     try:
-        return flood(url, args.clients, args.items)
+        return run_flood(args, url)
     finally:
         stop_server(proc)
 
 
-def distributed(args: argparse.Namespace) -> dict:
+def distributed(args: argparse.Namespace, unbounded: bool = False) -> dict:
     redis = harness.RedisServer()
     redis.start()
     prefix = harness.new_prefix()
-    env = harness.service_env(redis.url, prefix, **COMMON)
+    env = harness.service_env(redis.url, prefix, **settings_env(args, unbounded))
     procs = [harness.start_worker(env)]
     try:
         harness.wait_for_workers(redis.client(), prefix, 1)
         api, url = harness.start_api(env)
         procs.append(api)
-        return flood(url, args.clients, args.items)
+        return run_flood(args, url)
     finally:
         for p in reversed(procs):
             harness.stop(p, signal.SIGTERM, 30)
@@ -120,15 +197,24 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=12)
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--modes", default="embedded,distributed")
+    parser.add_argument("--flood", choices=("batch", "sleep"), default="batch")
+    parser.add_argument("--calls", type=int, default=200, help="--flood sleep: concurrent calls per route")
+    parser.add_argument("--timeout", type=float, default=80.0, help="--flood sleep: the client's timeout (s)")
+    parser.add_argument("--unbounded", action="store_true", help="--flood sleep: also with no wait bound")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     report: dict = {"cpus": os.cpu_count(), "backend": COMMON["REWARDBOX_BACKEND"], "bound": COMMON[
         "REWARDBOX_MAX_QUEUED"], "load_before": loadavg()}
     for mode in args.modes.split(","):
         report[mode] = {"embedded": embedded, "distributed": distributed}[mode](args)
+        if args.flood == "sleep" and args.unbounded:
+            report[mode + " unbounded"] = {"embedded": embedded, "distributed": distributed}[mode](args, True)
     report["load_after"] = loadavg()
-    if args.json:
-        print(json.dumps(report, indent=2))
+    if args.json or args.flood == "sleep":
+        if args.flood == "sleep" and not args.json:
+            print_sleep(report)
+        else:
+            print(json.dumps(report, indent=2))
         return
     print(f"{report['cpus']} CPUs, {report['backend']} backend, pool of {COMMON['REWARDBOX_POOL_SIZE']} sandboxes, "
           f"bound {report['bound']} test cases; load average {report['load_before']} before, "
@@ -149,6 +235,28 @@ def main() -> None:
         print(row("/healthz, idle (baseline)", r["health_idle"]))
         print(row("/healthz, under the flood", r["health_under_flood"]))
         print(f"  accepted items: {r['accepted_outcomes']}\n")
+
+
+def print_sleep(report: dict) -> None:
+    print(f"{report['cpus']} CPUs, {report['backend']} backend, pool of 2 sandboxes; load average "
+          f"{report['load_before']} before, {report['load_after']} after")
+    for mode, r in report.items():
+        if not isinstance(r, dict):
+            continue
+        idle = r["health_idle"]
+        print(f"{mode}: /healthz idle p50 {idle['p50_ms']:.1f} ms, p99 {idle['p99_ms']:.1f} ms")
+        for route in ("/run_code", "/reward"):
+            x = r[route]
+            print(f"  {route:9s} {x['outcomes']} in {x['wall_s']} s; Retry-After on {x['retry_after_given']} "
+                  "refusals")
+            for outcome in ("ok", "refused", "late", "no_answer"):
+                s = x[outcome]
+                if s.get("n"):
+                    print(f"    {outcome:10s} n={s['n']:<4d} p50 {s['p50_ms'] / 1000:6.2f} s  p99 "
+                          f"{s['p99_ms'] / 1000:6.2f} s  max {s['max_ms'] / 1000:6.2f} s")
+            h = x["health_under_flood"]
+            print(f"    /healthz under the flood: p50 {h['p50_ms']:.1f} ms, p99 {h['p99_ms']:.1f} ms, "
+                  f"max {h['max_ms']:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@ Retries with exponential back-off on 429, 502, 503 and 504 and on transport erro
 `max_retry_after_s` (a proxy that says "come back tomorrow" must not put a trainer to sleep for a day). Item
 results are returned as the service sends them: `reward` is None for `infra_error` and `invalid_input`, so callers
 pass None on instead of training on it. A batch answer is checked to hold one result per item, in order, so
-rewards can never be misaligned with samples.
+rewards can never be misaligned with samples. A batch over the service's limits (items, queued test cases, body
+size) is cut into parts sent two at a time and put back together in order (rewardbox/batching.py): the limits
+are learned from `GET /v1/info` the first time the service refuses a batch as too large, so a batch within them
+costs no extra request.
 
 Every failure is a `RewardboxError`; the caller never sees an httpx, JSON or KeyError exception:
 
@@ -24,9 +27,12 @@ import json
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+
+from .batching import IN_FLIGHT, BatchLimits, item_work, parts
 
 RETRY_STATUSES = {429, 502, 503, 504}
 MAX_RETRY_AFTER_S = 60.0
@@ -66,6 +72,7 @@ class _Policy:
         self.base_url = base_url or os.environ.get("REWARDBOX_URL", "http://127.0.0.1:8000")
         self.retries, self.backoff, self.max_retry_after_s = retries, backoff, max_retry_after_s
         self._http_options: dict[str, Any] = {"base_url": self.base_url, "timeout": timeout, "headers": _headers(token)}
+        self.limits: BatchLimits | None = None  # the service's batch limits, once a batch was refused as too large
 
     def delay(self, response: httpx.Response | None, attempt: int) -> float:
         """Retry-After when the service says it (capped), else exponential back-off (capped)."""
@@ -108,6 +115,34 @@ class _Policy:
             raise BadResponse(f"{count} items sent, {len(results)} results received: rewards would not line up "
                               "with their samples")
         return [cls.item_result(r, f"result {i}") for i, r in enumerate(results)]
+
+    @staticmethod
+    def too_large(error: HTTPStatusError) -> bool:
+        """The service refused a batch for its size (413, or 422 on `items` as too long): it can be split."""
+        if error.status == 413:
+            return True
+        try:
+            detail = json.loads(error.body).get("detail")
+        except (ValueError, AttributeError):
+            return False
+        return error.status == 422 and isinstance(detail, list) and any(
+            isinstance(d, dict) and d.get("type") == "too_long" and d.get("loc") == ["body", "items"]
+            for d in detail)
+
+    def plan(self, items: list[dict[str, Any]], info: Any = None) -> tuple[list[bytes], list[range]] | None:
+        """Each item's JSON and the parts to send them in; None when the limits are unknown (after learning them
+        from `info`, the body of /v1/info, when given)."""
+        if info is not None:
+            self.limits = BatchLimits.from_info(info)
+        if self.limits is None:
+            return None
+        encoded = [json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+                   for item in items]
+        return encoded, parts([item_work(item) for item in items], self.limits, [len(e) for e in encoded])
+
+    @staticmethod
+    def part_body(encoded: list[bytes], part: range) -> bytes:
+        return b'{"items":[' + b",".join(encoded[part.start:part.stop]) + b"]}"
 
     @staticmethod
     def mapping(body: Any, where: str) -> dict[str, Any]:
@@ -157,9 +192,30 @@ class Client(_Policy):
         return self.item_result(self._request("POST", "/reward", json=item))
 
     def reward_batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One result per item, in order, however many items: a batch over the service's limits goes in parts."""
         if not items:
             return []
-        return self.batch_results(self._request("POST", "/reward/batch", json={"items": items}), len(items))
+        plan = self.plan(items)
+        if plan is None:
+            try:
+                return self.batch_results(self._request("POST", "/reward/batch", json={"items": items}), len(items))
+            except HTTPStatusError as e:
+                if not self.too_large(e) or (plan := self.plan(items, self.info())) is None:
+                    raise
+        encoded, ranges = plan
+
+        def send(part: range) -> list[dict[str, Any]]:
+            body = self._request("POST", "/reward/batch", content=self.part_body(encoded, part),
+                                 headers={"Content-Type": "application/json"})
+            return self.batch_results(body, len(part))
+
+        if len(ranges) == 1:
+            return send(ranges[0])
+        pool = ThreadPoolExecutor(IN_FLIGHT, thread_name_prefix="rewardbox-batch")
+        try:
+            return [result for part in pool.map(send, ranges) for result in part]
+        finally:
+            pool.shutdown(cancel_futures=True)  # after a failure, the parts not yet sent are not sent
 
     def run_code(self, **request: Any) -> dict[str, Any]:
         return self.mapping(self._request("POST", "/run_code", json=request), "/run_code")
@@ -232,9 +288,32 @@ class AsyncClient(_Policy):
         return self.item_result(await self._request("POST", "/reward", json=item))
 
     async def reward_batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One result per item, in order, however many items: a batch over the service's limits goes in parts."""
         if not items:
             return []
-        return self.batch_results(await self._request("POST", "/reward/batch", json={"items": items}), len(items))
+        plan = self.plan(items)
+        if plan is None:
+            try:
+                return self.batch_results(await self._request("POST", "/reward/batch", json={"items": items}),
+                                          len(items))
+            except HTTPStatusError as e:
+                if not self.too_large(e) or (plan := self.plan(items, await self.info())) is None:
+                    raise
+        encoded, ranges = plan
+        in_flight = asyncio.Semaphore(IN_FLIGHT)
+
+        async def send(part: range) -> list[dict[str, Any]]:
+            async with in_flight:
+                body = await self._request("POST", "/reward/batch", content=self.part_body(encoded, part),
+                                           headers={"Content-Type": "application/json"})
+            return self.batch_results(body, len(part))
+
+        tasks = [asyncio.ensure_future(send(part)) for part in ranges]
+        try:
+            return [result for part in await asyncio.gather(*tasks) for result in part]
+        finally:
+            for task in tasks:  # after a failure, the parts not yet sent are not sent
+                task.cancel()
 
     async def run_code(self, **request: Any) -> dict[str, Any]:
         return self.mapping(await self._request("POST", "/run_code", json=request), "/run_code")

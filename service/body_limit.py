@@ -3,7 +3,8 @@
 A body whose declared or received size is over the limit is answered 413 at once: nothing beyond the limit is
 kept in memory, and the server keeps reading and dropping what the client still sends (uvicorn discards the body
 of a request that has been answered), so the client reads the 413 instead of a reset connection; the
-connection's request-head timer (service/http_server.py) then bounds how long that may take. A body that has not
+connection's request-head timer (service/http_server.py) then bounds how long that may take. A connection the
+client asked to close (urllib's `Connection: close`) lingers the same way (service/http_server.py). A body that has not
 arrived whole within `timeout_s` (a client that declared a length and sends nothing, or trickles) is answered
 408 and the connection closed.
 """

@@ -65,6 +65,9 @@ class Settings(BaseSettings):
                               "are infra_error")
     max_queued: int = Field(2048, gt=0, description="test cases accepted and not yet started (all API "
                             "instances); beyond: 429")
+    max_wait_s: float = Field(30.0, gt=0, description="a request expected to wait longer for a sandbox (the work "
+                              "queued ahead, by its expected sandbox time) is refused at once: 429 (504 on "
+                              "/run_code, which gets twice this to start) with Retry-After")
     header_timeout_s: float = Field(10.0, gt=0, description="a connection without a whole request head by then "
                                     "is closed")
     body_timeout_s: float = Field(60.0, gt=0, description="a request body not received whole by then: 408")

@@ -4,8 +4,9 @@
 local warm pool; `service.redis_executor.RedisExecutor` (distributed mode) hands items to `rewardbox worker`
 processes through Redis. Both validate every item (service/validation.py: every route goes through here), answer
 the same results, consult the result cache, admit work up to the queue bound (service/admission.py: Overloaded ->
-429), share the sandboxes fairly between requests (service/fair.py) and turn items not started by the request's
-deadline into infra_error.
+429) and while the wait it would face is short enough (service/wait_line.py: Overloaded -> 429), share the
+sandboxes fairly between requests (service/fair.py) and turn items not started by the request's deadline into
+infra_error.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from .admission import Admission, Ticket
 from .cache import LocalResultCache, as_hit, cache_key, cacheable, code_versions
 from .config import Settings
 from .errors import NotStarted, Overloaded, Unavailable
-from .fair import LANE, RUNS, FairSlots, item_scope, request_scope
+from .fair import ITEMS, LANE, RUNS, FairSlots, item_scope, request_scope
 from .metrics import Metrics
 from .models import ItemResult, RewardItem
 from .repos import check_repo, repo_store
 from .scoring import Scorer
-from .validation import InvalidRequest, Problem, check_item, item_work, parse_item, value_problem
+from .validation import InvalidRequest, Problem, check_item, item_work, item_worst_s, parse_item, value_problem
+from .wait_line import Place, WaitLine
 
 __all__ = ["Executor", "LocalExecutor", "NotStarted", "Overloaded", "Unavailable", "not_started"]
 THREAD_AT = 32  # items: larger requests are validated in a thread, so the event loop keeps answering meanwhile
@@ -54,8 +56,10 @@ class Executor(Protocol):
         request as a whole can never be accepted)."""
         ...
 
-    def admit(self, work: int, deadline_s: float | None = None) -> AbstractAsyncContextManager[None]:
-        """Around a /run_code request's jobs: admission and its fair share. Raises Overloaded or NotStarted."""
+    def admit(self, work: int, deadline_s: float | None = None, worst_s: float | None = None
+              ) -> AbstractAsyncContextManager[None]:
+        """Around a /run_code request's jobs (work: how many; worst_s: the longest they may hold a sandbox, their
+        wall limits): admission and its fair share. Raises Overloaded or NotStarted."""
         ...
 
     async def run(self, job: Job) -> Result: ...
@@ -144,6 +148,7 @@ class LocalExecutor:
         # Items scored at once: two per sandbox keeps every sandbox busy while an item grades or lints. Taken in
         # turns by request, like the sandboxes: a big batch cannot hold them all while a small request waits.
         self.item_slots = FairSlots(settings.worker_concurrency or 2 * pool.size)
+        self.line = WaitLine(settings.max_wait_s, self.item_slots.capacity)
         self._inflight: dict[str, asyncio.Future[dict]] = {}
 
     async def start(self) -> None:
@@ -165,35 +170,54 @@ class LocalExecutor:
         return await self.pool.run(job)
 
     @asynccontextmanager
-    async def admit(self, work: int, deadline_s: float | None = None) -> AsyncIterator[None]:
+    async def admit(self, work: int, deadline_s: float | None = None, worst_s: float | None = None
+                    ) -> AsyncIterator[None]:
         deadline_s = deadline_s or self.settings.deadline_s
+        # Admitted when the wait ahead is under the bound, so started within about the bound; twice that is the
+        # backstop for a flood slower than the estimate (service/wait_line.py).
+        start_by = min(deadline_s, 2 * self.settings.max_wait_s)
         if work > self.admission.bound:
             raise too_big(work, self.admission.bound, 1)
-        try:
-            ticket = self.admission.reserve(work)
-        except Overloaded:
-            self.metrics.rejected.labels("overloaded").inc()
-            raise
-        with ticket, request_scope(RUNS):
-            if not await self.item_slots.acquire((*LANE.get(), 0), deadline_s):
-                raise NotStarted(f"not started within the request's deadline of {deadline_s:g}s")
+        hold = self.line.hold(RUNS)
+        ticket, place = self._admitted(work, RUNS, hold.seconds(work, worst_s or work * self.settings.max_timeout_s),
+                                       deadline_s, 1)
+        with ticket, place, request_scope(RUNS):
+            if not await self.item_slots.acquire((*LANE.get(), 0), start_by):
+                raise NotStarted(f"not started within {start_by:g}s (twice REWARDBOX_MAX_WAIT_S, or the deadline)")
             ticket.close()
+            place.leave()
+            started = time.monotonic()
             try:
                 yield
             finally:
                 self.item_slots.release()
+                hold.observe(work, time.monotonic() - started)
+
+    def _admitted(self, work: int, kind: str, seconds: float, deadline_s: float, items: int) -> tuple[Ticket, Place]:
+        """The request's reservation by test cases and its place in line by expected time; Overloaded when
+        either does not fit (nothing is kept)."""
+        try:
+            ticket = self.admission.reserve(work)
+        except Overloaded:
+            self.metrics.rejected.labels("overloaded").inc(items)
+            raise
+        try:
+            return ticket, self.line.join(kind, seconds, work, deadline_s)
+        except Overloaded:
+            ticket.close()
+            self.metrics.rejected.labels("overloaded").inc(items)
+            raise
 
     async def score_many(self, items: Sequence[RewardItem | Any], deadline_s: float | None = None,
                          use_cache: bool = True) -> list[ItemResult]:
         deadline_s = deadline_s or self.settings.deadline_s
         deadline = time.monotonic() + deadline_s
         estimate = sum(item_work(x) for x in items)
-        try:  # reserved before anything is spent on the request; resized to its real work once that is known
-            ticket = self.admission.reserve(min(estimate, self.admission.bound))
-        except Overloaded:
-            self.metrics.rejected.labels("overloaded").inc(len(items))
-            raise
-        with ticket, request_scope():
+        hold = self.line.hold(ITEMS)
+        seconds = sum(hold.seconds(item_work(x), item_worst_s(x, self.settings)) for x in items)
+        # Reserved before anything is spent on the request; resized to its real work once that is known.
+        ticket, place = self._admitted(min(estimate, self.admission.bound), ITEMS, seconds, deadline_s, len(items))
+        with ticket, place, request_scope():
             try:
                 parsed = await checked(items, self.settings, self.key_versions)
                 valid = [(i, c.item) for i, c in enumerate(parsed) if isinstance(c.item, RewardItem)]
@@ -202,6 +226,7 @@ class LocalExecutor:
                 if new > self.admission.bound:
                     raise too_big(new, self.admission.bound, len(items))
                 ticket.resize(new)
+                place.resize(new)
             except Overloaded:
                 self.metrics.rejected.labels("overloaded").inc(len(items))
                 raise
@@ -209,7 +234,7 @@ class LocalExecutor:
                 invalid_result(raw, c.item) if isinstance(c.item, Problem) else None
                 for raw, c in zip(items, parsed, strict=True)]
             dumps = [c.dump for c in parsed if isinstance(c.item, RewardItem)]
-            ones = [self._one(item, key, dump, i, deadline, deadline_s, use_cache, ticket)
+            ones = [self._one(item, key, dump, i, deadline, deadline_s, use_cache, ticket, place)
                     for (i, item), key, dump in zip(valid, keys, dumps, strict=True)]
             # A lone item is awaited here: a task of its own would only cost a turn of the event loop.
             scored = [await ones[0]] if len(ones) == 1 else await asyncio.gather(*ones)
@@ -233,7 +258,7 @@ class LocalExecutor:
         return sum(work.values())
 
     async def _one(self, item: RewardItem, key: str, dump: dict[str, Any] | None, index: int, deadline: float,
-                   deadline_s: float, use_cache: bool, ticket: Ticket) -> ItemResult:
+                   deadline_s: float, use_cache: bool, ticket: Ticket, place: Place) -> ItemResult:
         """dump: the item's JSON form (Checked.dump), stored with its rollout."""
         started = time.perf_counter()
         rollout_id = uuid.uuid4().hex
@@ -250,7 +275,7 @@ class LocalExecutor:
             self._inflight[key] = future
         try:
             with item_scope(index):
-                result = await self._score(item, rollout_id, deadline, deadline_s, ticket)
+                result = await self._score(item, rollout_id, deadline, deadline_s, ticket, place)
             payload = result.model_dump(mode="json")
             if cacheable(result):
                 self.cache.put(key, payload)
@@ -263,17 +288,20 @@ class LocalExecutor:
         return self._finish(item, dump, result, payload, started, key if cacheable(result) else None)
 
     async def _score(self, item: RewardItem, rollout_id: str, deadline: float, deadline_s: float,
-                     ticket: Ticket) -> ItemResult:
+                     ticket: Ticket, place: Place) -> ItemResult:
         queued = time.perf_counter()
         got = await self.item_slots.acquire((*LANE.get(), rollout_id), max(deadline - time.monotonic(), 0.0))
         ticket.started(item_work(item))
+        place.started(item_work(item))
         if not got:
             return not_started(item, rollout_id, deadline_s)
-        waited_ms = (time.perf_counter() - queued) * 1000
+        started = time.perf_counter()
+        waited_ms = (started - queued) * 1000
         try:
             result = await self.scorer.score(item, rollout_id)
         finally:
             self.item_slots.release()
+            self.line.hold(ITEMS).observe(item_work(item), time.perf_counter() - started)
         result.details.setdefault("timings", {})["queue_ms"] = round(waited_ms, 3)
         return result
 

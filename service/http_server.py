@@ -6,6 +6,13 @@ each hold 300 sockets for as long as they like (slowloris). `HeadTimeoutProtocol
 connection is between requests (just opened, or its last response sent) and disarms it when a whole request head
 has arrived; when it fires, the client gets 408 and the connection is closed. Body read time is bounded by
 service/body_limit.py, once a request has started.
+
+A connection closed while the client is still sending its request body (a 413 to a client that sent
+`Connection: close`, as urllib does) is closed the way web servers close it (nginx's lingering close): our side
+is shut for writing, and what the client still sends is read and dropped for up to `linger_s`, then the socket
+is closed. Closing at once would leave unread bytes in the kernel's buffer, and the kernel answers them with a
+reset that destroys the answer before the client, still in its send, has read it: urllib and requests then see
+`Connection reset by peer` instead of the 413, and retry it as a network fault.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -20,20 +28,75 @@ REQUEST_TIMEOUT = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/j
                    b"content-length: 55\r\n\r\n" b'{"detail": "the request head did not arrive in time"}\r\n')
 
 
+class LingeringTransport:
+    """The connection's transport as uvicorn sees it: the same, except that close() lingers while the client is
+    still sending a request body (see the module docstring)."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: HeadTimeoutProtocol) -> None:
+        self._transport, self._protocol = transport, protocol
+        self.lingering = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def close(self) -> None:
+        if self.lingering or self._transport.is_closing():
+            return
+        if self._protocol.conn.their_state is not h11.SEND_BODY or not self._transport.can_write_eof():
+            self._transport.close()
+            return
+        self.lingering = True  # from here on, data_received drops what comes
+        self._transport.write_eof()  # the answer goes out whole, then a FIN: the client reads it after sending
+        self._transport.resume_reading()
+        self._timer = self._protocol.loop.call_later(self._protocol.linger_s, self.abort_linger)
+
+    def abort_linger(self) -> None:
+        self._timer = None
+        self._transport.close()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def is_closing(self) -> bool:
+        return self.lingering or self._transport.is_closing()
+
+    def pause_reading(self) -> None:
+        if not self.lingering:
+            self._transport.pause_reading()
+
+
 class HeadTimeoutProtocol(H11Protocol):
     head_timeout_s = 10.0
+    linger_s = 5.0  # nginx's lingering_timeout: 5 s
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
+        self._lingering: LingeringTransport | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        self._lingering = LingeringTransport(transport, self)
+        super().connection_made(self._lingering)  # type: ignore[arg-type]
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._lingering is not None:
+            self._lingering.cancel()
         super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._lingering is not None and self._lingering.lingering:
+            return  # the rest of a body we have answered already: dropped
+        super().data_received(data)
+
+    def eof_received(self) -> None:
+        if self._lingering is not None and self._lingering.lingering:
+            self._lingering.abort_linger()  # the client has sent everything and read our answer
+        super().eof_received()
 
     def handle_events(self) -> None:
         cycle = self.cycle

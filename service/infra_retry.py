@@ -6,6 +6,10 @@ score an item that came back `infra_error` again (the pool has replaced the sand
 another), and wait out a full queue (Overloaded) or an unreachable queue (Unavailable), with back-off, for up to
 `Settings.infra_retry_s` (REWARDBOX_INFRA_RETRY_S, default 60 s: well inside OpenRLHF's 180 s request timeout).
 Only then do they answer an error. Verdicts on the program are never retried.
+
+Their requests are not split by their clients, so a request holding more test cases than the queue bound
+(REWARDBOX_MAX_QUEUED) is cut here into parts, two in flight, as the client package cuts a batch
+(rewardbox/batching.py); each part is held through faults on its own budget.
 """
 
 from __future__ import annotations
@@ -14,15 +18,38 @@ import asyncio
 import time
 from typing import Any
 
+from rewardbox.batching import IN_FLIGHT, BatchLimits, parts
+
 from .executor import Executor, Overloaded, Unavailable
 from .models import ItemResult, RewardItem
+from .validation import item_work
 
 FIRST_DELAY_S, MAX_DELAY_S = 0.25, 5.0
 
 
 async def score_holding(executor: Executor, items: list[RewardItem | Any]) -> list[ItemResult]:
-    """Results for `items`; those still `infra_error` after the budget are returned as they are. Overloaded or
-    Unavailable still standing after the budget is raised (the app answers 429 / 503 with Retry-After)."""
+    """Results for `items`, in order; those still `infra_error` after the budget are returned as they are.
+    Overloaded or Unavailable still standing after the budget is raised (the app answers 429 / 503 with
+    Retry-After)."""
+    limits = BatchLimits(max_batch=max(len(items), 1), max_queued=executor.settings.max_queued)
+    ranges = parts([item_work(item) for item in items], limits)
+    if len(ranges) <= 1:
+        return await _holding(executor, items)
+    in_flight = asyncio.Semaphore(IN_FLIGHT)
+
+    async def part(indices: range) -> list[ItemResult]:
+        async with in_flight:
+            return await _holding(executor, items[indices.start:indices.stop])
+
+    tasks = [asyncio.ensure_future(part(r)) for r in ranges]
+    try:
+        return [result for done in await asyncio.gather(*tasks) for result in done]
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def _holding(executor: Executor, items: list[RewardItem | Any]) -> list[ItemResult]:
     deadline = time.monotonic() + executor.settings.infra_retry_s
     results: list[ItemResult | None] = [None] * len(items)
     pending = list(range(len(items)))

@@ -1,7 +1,14 @@
 """Distributed mode's API side (REDIS_URL): validate a request's items, admit them onto the Redis stream by their
 work (all or none), wait for their results from `rewardbox worker`s, answer cache hits and identical in-flight
 items without running them again. When Redis is down new requests get 503; items whose queue was lost, or that
-Redis cannot answer for GIVE_UP_DOWN_S, come back infra_error."""
+Redis cannot answer for GIVE_UP_DOWN_S, come back infra_error.
+
+The wait rule of embedded mode (service/wait_line.py) holds here too, over this process's requests: a request
+keeps its place in line until each of its items is answered (so an item running on a worker still counts: the
+estimate errs long by at most one item per slot), the slots are those of the live workers (their heartbeats), and
+the hold per unit is learned from the answers (an item's time on its worker: answered minus enqueued minus its
+queue time; a run's wall time). Requests of other API processes are not in this process's line: with several,
+each refuses on what it sends, and the case bound (checked in Redis) still holds across all of them."""
 
 from __future__ import annotations
 
@@ -12,7 +19,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -26,13 +33,15 @@ from .cache import as_hit, code_versions
 from .config import Settings
 from .errors import NotStarted, Overloaded, Unavailable
 from .executor import checked, invalid_result, too_big
+from .fair import ITEMS, RUNS
 from .metrics import Metrics
 from .models import ItemResult, RewardItem
 from .redis_envelope import Envelope, RunEnvelope, ScoreEnvelope
 from .redis_queue import DOWN, Queue, Submission, connect, not_started_payload
 from .redis_scripts import Cached, Finished, Queued
 from .redis_store import RedisRolloutStore, rollout_record
-from .validation import Problem, item_work
+from .validation import Problem, item_work, item_worst_s
+from .wait_line import Place, WaitLine
 
 log = logging.getLogger("rewardbox.api")
 WORKER_STALE_S = 15.0  # a worker whose last heartbeat is older is not counted
@@ -63,6 +72,7 @@ class RedisExecutor:
         self._lint_hits = 0
         # This process's requests between arrival and enqueue; `elsewhere` is the queue in Redis as last seen.
         self.admission = Admission(settings.max_queued)
+        self.line = WaitLine(settings.max_wait_s, 0)  # its capacity: the live workers' slots (_read_workers)
         self._tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
@@ -99,20 +109,29 @@ class RedisExecutor:
         estimate = sum(item_work(x) for x in items)
         if estimate > self.admission.bound:
             raise too_big(estimate, self.admission.bound, len(items))
+        seconds = sum(self.line.hold(ITEMS).seconds(item_work(x), item_worst_s(x, self.settings)) for x in items)
+        place = self._join(ITEMS, seconds, estimate, deadline_s or self.settings.deadline_s, len(items))
         # Refused here, before validation, when it cannot fit what Redis held a moment ago: a flood of requests
         # costs this process a counter each, not a validation each. The enqueue script has the last word.
-        with await self._reserve(estimate) as ticket:
+        with place, await self._reserve(estimate) as ticket:
             parsed = await checked(items, self.settings, self.key_versions)
             good = [(i, c) for i, c in enumerate(parsed) if isinstance(c.item, RewardItem)]
             valid = [(i, c.item) for i, c in good if isinstance(c.item, RewardItem)]  # as good, for the checker
             answers = await self._submit(
                 [c.dump or {} for _, c in good], [c.key if use_cache else "" for _, c in good],
-                [item_work(c.item) for _, c in good], use_cache, deadline_s, ticket) if good else []
+                [item_work(c.item) for _, c in good], use_cache, deadline_s, ticket, place) if good else []
         results: list[ItemResult | None] = [invalid_result(raw, c.item) if isinstance(c.item, Problem) else None
                                             for raw, c in zip(items, parsed, strict=True)]
         for (i, item), (kind, payload) in zip(valid, answers, strict=True):
             results[i] = await self._result(item, kind, payload, started)
         return [r for r in results if r is not None]
+
+    def _join(self, kind: str, seconds: float, work: int, deadline_s: float, items: int) -> Place:
+        try:
+            return self.line.join(kind, seconds, work, deadline_s)
+        except Overloaded:
+            self.metrics.rejected.labels("overloaded").inc(items)
+            raise
 
     async def _reserve(self, work: int) -> Ticket:
         try:
@@ -143,23 +162,31 @@ class RedisExecutor:
         return result
 
     @asynccontextmanager
-    async def admit(self, work: int, deadline_s: float | None = None) -> AsyncIterator[None]:
-        """Each /run_code job is admitted by the enqueue script; here only what can never fit is refused."""
+    async def admit(self, work: int, deadline_s: float | None = None, worst_s: float | None = None
+                    ) -> AsyncIterator[None]:
+        """Each /run_code job is admitted by the enqueue script; here what can never fit is refused, and what would
+        wait too long (the request keeps its place until its jobs are answered)."""
         if work > self.admission.bound:
             raise too_big(work, self.admission.bound, 1)
-        yield
+        seconds = self.line.hold(RUNS).seconds(work, worst_s or work * self.settings.max_timeout_s)
+        with self._join(RUNS, seconds, work, deadline_s or self.settings.deadline_s, 1):
+            yield
 
     async def run(self, job: Job) -> Result:
-        """A raw sandbox job (/run_code) on some worker's pool; never cached."""
-        [(kind, payload)] = await self._submit([job], [""], [1], False, None)
+        """A raw sandbox job (/run_code) on some worker's pool; never cached. Not started within twice the wait
+        bound (the backstop of service/wait_line.py): NotStarted."""
+        start_by = min(self.settings.deadline_s, 2 * self.settings.max_wait_s)
+        [(kind, payload)] = await self._submit([job], [""], [1], False, start_by, hold_kind=RUNS)
         if payload.get("not_started"):
             raise NotStarted(payload.get("error") or "not started within the request's deadline")
         return Result.infra(payload["message"]) if kind == "lost" else Result.from_wire(payload)
 
     async def _submit(self, bodies: list[dict[str, Any] | Job], keys: list[str], works: list[int], use_cache: bool,
-                      deadline_s: float | None, ticket: Ticket | None = None) -> list[tuple[str, dict]]:
+                      deadline_s: float | None, ticket: Ticket | None = None, place: Place | None = None,
+                      hold_kind: str = ITEMS) -> list[tuple[str, dict]]:
         """Enqueue and wait; bodies are items (validated, as JSON) or raw jobs. Each answer is (kind, payload): own
-        (our job's result), hit (cached or shared) or lost (no result could be had: our fault, infra_error)."""
+        (our job's result), hit (cached or shared) or lost (no result could be had: our fault, infra_error).
+        As each is answered, it leaves `place`, and the time our own job held its worker's slot is learned."""
         deadline_s = deadline_s or self.settings.deadline_s
         now = time.time()
         deadline, request = now + deadline_s, uuid.uuid4().hex  # workers share their sandboxes in turns by request
@@ -191,10 +218,13 @@ class RedisExecutor:
             for i, placed in enumerate(admitted.placements):
                 if isinstance(placed, Cached | Finished):
                     answers.append(("hit", placed.result))
+                    if place is not None:
+                        place.started(jobs[i].work)
                 else:  # our own job, or an identical item's that is still running
                     entry = placed.entry if isinstance(placed, Queued) else ""
                     future = own[placed.job_id] if placed.job_id in own else self._wait_for(placed.job_id)
                     waits[i] = (placed.job_id, future, entry)
+                    future.add_done_callback(self._answered(jobs[i], place, hold_kind, placed.job_id in own))
                     answers.append(None)
             await self._recorded_meanwhile([(j, f) for j, f, _ in waits.values() if j not in own])
             await self._collect(waits, jobs, deadline_s)
@@ -211,6 +241,18 @@ class RedisExecutor:
                 self._forget(job_id, future)
             for job in jobs:
                 self._epoch_of.pop(job.job_id, None)
+
+    def _answered(self, job: Submission, place: Place | None, kind: str, own: bool
+                  ) -> Callable[[asyncio.Future[dict]], None]:
+        def done(future: asyncio.Future[dict]) -> None:
+            if place is not None:
+                place.started(job.work)
+            if own and not future.cancelled():
+                held = held_s(future.result(), job.envelope.enqueued)
+                if held is not None:
+                    self.line.hold(kind).observe(job.work, held)
+
+        return done
 
     async def _collect(self, waits: dict[int, tuple[str, asyncio.Future[dict], str]], jobs: list[Submission],
                        deadline_s: float) -> None:
@@ -324,6 +366,8 @@ class RedisExecutor:
 
     def _read_workers(self, beats: dict[str, str]) -> None:
         live = [b for b in map(json.loads, beats.values()) if time.time() - b["time"] < WORKER_STALE_S]
+        # A worker scores this many items at once (service/worker.py): the slots the wait line is served by.
+        self.line.capacity = sum(self.settings.worker_concurrency or 2 * b["pool"]["size"] for b in live)
         snap = _empty_snapshot()
         for beat in live:
             for k in ("size", "idle", "busy", "started", "replaced", "start_failures", "jobs", "sandbox_errors"):
@@ -340,6 +384,18 @@ class RedisExecutor:
 def _empty_snapshot() -> dict[str, Any]:
     return {"backend": "none", "size": 0, "idle": 0, "busy": 0, "warm": False, "started": 0, "replaced": 0,
             "start_failures": 0, "jobs": 0, "sandbox_errors": 0, "workers": 0}
+
+
+def held_s(payload: dict[str, Any], enqueued: float) -> float | None:
+    """How long a job held its worker's slot: an item's answer less its time in the queue (the worker's
+    timings.queue_ms), a raw job's wall time; None when the payload says neither (lost, not started)."""
+    if payload.get("not_started") or payload.get("status") == "infra_error" and "details" not in payload:
+        return None
+    queue_ms = ((payload.get("details") or {}).get("timings") or {}).get("queue_ms")
+    if isinstance(queue_ms, int | float):
+        return max(0.0, time.time() - enqueued - queue_ms / 1000)
+    wall_ms = payload.get("wall_ms")
+    return wall_ms / 1000 if isinstance(wall_ms, int | float) else None
 
 
 def _lost(job_id: str, message: str) -> dict[str, Any]:

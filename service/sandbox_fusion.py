@@ -108,8 +108,10 @@ async def run_code(req: RunCodeRequest, request: Request) -> RunCodeResponse | J
     executor = request.app.state.executor
     language, limits, files, fetch = checked_request(req, executor.settings)
     lang = RUN_CODE_LANGUAGES[language]
+    compiles = not (lang.in_process or lang.runs_source)
+    worst_s = req.run_timeout + (req.compile_timeout if compiles else 0.0)  # the longest it may hold a sandbox
     try:  # SandboxFusion clients (verl) retry 504 and nothing else: every "nothing ran, ask again" is a 504
-        async with executor.admit(1 if lang.in_process else 2):
+        async with executor.admit(1 if lang.in_process else 2, worst_s=worst_s):
             return await _run(executor, req, lang, limits, files, fetch)
     except (Overloaded, NotStarted, Unavailable) as e:
         return JSONResponse({"detail": str(e)}, status_code=504, headers=retry_after(e))

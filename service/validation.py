@@ -23,10 +23,11 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from rewardbox import batching
 from sandboxes.languages import accepted_test_kinds
 
 from .config import Settings
-from .models import SUPPORTED_LANGUAGES, UNSUPPORTED_LANGUAGE, RewardItem
+from .models import SUPPORTED_LANGUAGES, UNSUPPORTED_LANGUAGE, ItemLimits, RewardItem
 from .spec_checks import spec_problem
 
 ITEM = TypeAdapter(RewardItem)
@@ -204,10 +205,22 @@ def check_item(item: RewardItem, settings: Settings, values_checked: bool = Fals
 
 def item_work(item: RewardItem | Any) -> int:
     """What admission counts for an item: its test cases (each is at least one program run), at least 1. Works on
-    raw (unvalidated) items too, so a flood is weighed before anything else is spent on it."""
-    tests = item.get("tests") if isinstance(item, dict) else getattr(item, "tests", None)
-    cases = tests.get("cases") if isinstance(tests, dict) else getattr(tests, "cases", None)
-    return max(1, len(cases)) if isinstance(cases, list) else 1
+    raw (unvalidated) items too, so a flood is weighed before anything else is spent on it. The client counts the
+    same way to cut a batch to the queue bound: one function, in the client package."""
+    return batching.item_work(item)
+
+
+DEFAULT_TIMEOUT_S = ItemLimits.model_fields["timeout_s"].default
+
+
+def item_worst_s(item: RewardItem | Any, settings: Settings) -> float:
+    """The longest an item's test runs may hold a sandbox: its cases at their wall limit, within the item's budget
+    (REWARDBOX_MAX_ITEM_S). Works on raw items too (an unreadable limit counts as the default), like item_work."""
+    limits = item.get("limits") if isinstance(item, dict) else getattr(item, "limits", None)
+    timeout = limits.get("timeout_s") if isinstance(limits, dict) else getattr(limits, "timeout_s", None)
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 0 < timeout < math.inf:
+        timeout = DEFAULT_TIMEOUT_S
+    return min(item_work(item) * min(float(timeout), settings.max_timeout_s), settings.max_item_s)
 
 
 # -- /run_code files

@@ -23,9 +23,11 @@ SLEEPER = "import time\ntime.sleep({s})\nprint('slept')\n"
 
 @pytest.fixture(scope="module")
 def small_server():
-    """Pool of 2 sandboxes, 2 items (or /run_code requests) started at once, at most 8 test cases queued."""
+    """Pool of 2 sandboxes, 2 items (or /run_code requests) started at once, at most 8 test cases queued. No
+    refusal by expected wait (tests/test_wait_bound.py has its own): these tests queue on purpose."""
     proc, url = start_server({"REWARDBOX_MAX_QUEUED": "8", "REWARDBOX_WORKER_CONCURRENCY": "2",
-                              "REWARDBOX_MAX_TIMEOUT_S": "60", "REWARDBOX_MAX_ITEM_S": "3"})
+                              "REWARDBOX_MAX_TIMEOUT_S": "60", "REWARDBOX_MAX_ITEM_S": "3",
+                              "REWARDBOX_MAX_WAIT_S": "3600"})
     try:
         yield url
     finally:

@@ -221,6 +221,40 @@ def test_oversized_body_gets_413_and_the_client_reads_it(server):
     assert reply.startswith(b"HTTP/1.1 413")
 
 
+def post_with_urllib(url: str, body: bytes) -> int:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as reply:  # urllib sends `Connection: close`
+            return reply.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def post_with_requests(url: str, body: bytes) -> int:
+    import requests
+
+    return requests.post(url, data=body, headers={"Content-Type": "application/json"}, timeout=60).status_code
+
+
+def post_with_requests_chunked(url: str, body: bytes) -> int:
+    import requests
+
+    chunks = (body[i:i + (1 << 16)] for i in range(0, len(body), 1 << 16))  # no length declared
+    return requests.post(url, data=chunks, headers={"Content-Type": "application/json"}, timeout=60).status_code
+
+
+@pytest.mark.parametrize("post", [post_with_urllib, post_with_requests, post_with_requests_chunked])
+@pytest.mark.parametrize("mib", [5, 64])
+def test_every_common_client_reads_the_413_of_a_body_over_the_limit(server, post, mib):
+    """The server keeps reading (and dropping) what a client still sends after its 413: closing under it would
+    reset the connection, which urllib and requests report as a network fault instead of the answer."""
+    body = b'{"code": "' + b"x" * (mib << 20) + b'"}'
+    assert post(server + "/reward", body) == 413
+
+
 def test_health_readiness_and_info(api):
     assert api.get("/healthz").json() == {"ok": True}
     assert api.get("/readyz").status_code == 200
