@@ -18,8 +18,9 @@ Processes (all inside the sandbox):
   * judge zygote: the judge process of judge jobs, under its own uid; it runs the tests and calls the candidate
     through a plain-data channel. The candidate (another uid) can neither signal, ptrace nor open its pipes.
 - linter servers (node_lint.py): pylint (lint_server.py) and, on first use, eslint, each under its own uid with
-  the job rlimits and seccomp, lint one program after another (no job can read, signal or feed them); restarted
-  every 500 programs and after any failure.
+  the job rlimits and seccomp (no job can read, signal or feed them). pylint lints each program in a fork of its
+  warm process, so nothing a program does to the linter's state reaches the next; eslint builds a fresh Linter per
+  program. Restarted every 500 programs and after any failure.
 - owner watchdog: holds the host's connection and ends the runner when the host hangs up (its owner died), so
   that no sandbox outlives the process that started it.
 After every job a cleaner running as each job uid kills every process of that uid and wipes its files (cleaners
