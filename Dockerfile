@@ -8,7 +8,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends python3 python3
     && echo 'rewardbox:x:900:' >>/etc/group && mkdir -p /data && chown redis:redis /data
 COPY pyproject.toml /tmp/pyproject.toml
 RUN python3 -c "import tomllib; p = tomllib.load(open('/tmp/pyproject.toml', 'rb'))['project']; \
-print('\n'.join(p['dependencies'] + p['optional-dependencies']['server']))" \
+print('\n'.join(d for d in p['dependencies'] if not d.startswith('rewardbox')))" \
         >/tmp/requirements.txt \
     && python3 -m pip install --no-cache-dir --break-system-packages -r /tmp/requirements.txt
 ENV PYTHONDONTWRITEBYTECODE=1 LANG=C.UTF-8

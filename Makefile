@@ -3,6 +3,7 @@
 #   make test   PYTEST_ARGS='-k foo -x'    test suite (installs redis-server too)
 #   make test-fast                         the pure unit tests (tests/test_*_units.py): no sandbox, Docker or Redis
 #   make lint | image | bench | setup | venv | venv-server
+#   make dist                              the wheels and sdists users install (client/ and the root), in dist/
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -11,10 +12,10 @@ PY := $(VENV)/bin/python
 # open range would fetch a multi-GB CUDA build. Elsewhere: make setup TORCH='torch'.
 TORCH ?= torch==2.13.0
 
-.PHONY: venv venv-server host setup run test test-fast lint image bench
+.PHONY: venv venv-server host setup run test test-fast lint image bench dist
 
 # Two installs share .venv, each with its own stamp, redone only when pyproject.toml is newer than it:
-#   .stamp-server  what serving needs (`.[server]`), for `make run`
+#   .stamp-server  what serving needs (the client and the server, both editable), for `make run`
 #   .stamp-all     everything the tests use (server, trainer, frameworks, dev tools), for `make setup`/`make test`
 # The full install covers the server's and renews its stamp, so `make run` after `make test` installs nothing.
 STAMPS := $(VENV)/.stamp-server $(VENV)/.stamp-all
@@ -28,15 +29,15 @@ venv-server:
 	@[ -x $(PY) ] || rm -f $(STAMPS)
 	@$(MAKE) -s --no-print-directory $(VENV)/.stamp-server
 
-$(VENV)/.stamp-server: pyproject.toml
+$(VENV)/.stamp-server: pyproject.toml client/pyproject.toml
 	$(NEW_VENV)
-	$(VENV)/bin/pip install -q -e '.[server]'
+	$(VENV)/bin/pip install -q -e ./client -e .
 	@touch $@
 
-$(VENV)/.stamp-all: pyproject.toml
+$(VENV)/.stamp-all: pyproject.toml client/pyproject.toml
 	$(NEW_VENV)
 	$(VENV)/bin/pip install -q '$(TORCH)'
-	$(VENV)/bin/pip install -q -e '.[server,dev,trainer,frameworks]'
+	$(VENV)/bin/pip install -q -e ./client -e '.[dev,trainer,frameworks]'
 	$(VENV)/bin/pip install -q --no-deps verl==0.9.1 openrlhf==0.11.2  # see the frameworks extra
 	$(VENV)/bin/pip install -q --no-deps swebench==5.0.2  # SWE-bench's own grading, see the frameworks extra
 	@touch $(STAMPS)
@@ -77,3 +78,10 @@ bench: setup
 		echo "== $$s"; \
 		case "$$s" in *.py) $(PY) "$$s" $(BENCH_ARGS) ;; *) bash "$$s" $(BENCH_ARGS) ;; esac || exit $$?; \
 	done
+
+# The two distributions users install (docs/packaging.md): the client `rewardbox` from client/, the server
+# `rewardbox-server` from the root; wheel and sdist of each. tests/test_wheel.py installs and runs them.
+dist: venv
+	rm -rf dist
+	$(PY) -m build -o dist client
+	$(PY) -m build -o dist .

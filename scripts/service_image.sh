@@ -28,13 +28,14 @@ SECURITY="${REWARDBOX_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-secur
 log() { printf '[service-image] %s\n' "$*" >&2; }
 die() { printf '[service-image] ERROR: %s\n' "$*" >&2; exit 1; }
 
-# The [project] dependencies of pyproject.toml and its `server` extra, one per line (what the service needs to run).
+# The [project] dependencies of pyproject.toml, one per line (what the service needs to run), less the client
+# distribution `rewardbox`: its code comes with the checkout like the server's.
 requirements() {
     /usr/bin/python3 - "$ROOT/pyproject.toml" <<'PY'
 import sys, tomllib
 with open(sys.argv[1], "rb") as f:
     project = tomllib.load(f)["project"]
-print("\n".join(project["dependencies"] + project["optional-dependencies"]["server"]))
+print("\n".join(d for d in project["dependencies"] if not d.startswith("rewardbox")))
 PY
 }
 

@@ -29,7 +29,7 @@ from datetime import datetime
 import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-SERVER_EXTRA = "pip install 'rewardbox[server]'"
+SERVER_EXTRA = "pip install rewardbox-server"
 # Our own packages: a module of these that does not import is a bug to show, not a missing extra.
 OWN_PACKAGES = {"rewardbox", "service", "sandboxes", "graders", "trainer"}
 

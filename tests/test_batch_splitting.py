@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from rewardbox import AsyncClient, Client
-from trainer.adapters.trl import reward_functions
+from rewardbox.adapters.trl import reward_functions
 
 from .conftest import start_server, stop_server
 

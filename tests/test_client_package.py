@@ -1,6 +1,6 @@
-"""`rewardbox` is the client package: installed without extras it brings httpx and nothing of the server, imports
-only the standard library and httpx, talks to the real service, and its CLI's remote commands work there while
-`serve` names the extra to install."""
+"""`rewardbox` is the client distribution (client/pyproject.toml): installed, it brings httpx and nothing of the
+server, imports only the standard library and httpx, and talks to the real service. The `rewardbox` command comes
+with the server distribution, `rewardbox-server` (tests/test_wheel.py installs both)."""
 
 from __future__ import annotations
 
@@ -57,15 +57,15 @@ def test_rewardbox_imports_only_the_standard_library_and_httpx():
 
 @pytest.fixture(scope="module")
 def bare_venv(tmp_path_factory) -> Path:
-    """A venv without system site-packages holding the project's wheel installed with no extras (and what pip
-    resolves for it). The wheel is built from a copy of the sources, so the checkout gets no build/ folder."""
+    """A venv without system site-packages holding the client distribution's wheel (client/pyproject.toml) and what
+    pip resolves for it. The wheel is built from a copy of the sources (links followed: rewardbox/adapters is one),
+    so the checkout gets no build/ folder."""
     work = tmp_path_factory.mktemp("client-package")
     src = work / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    for package in PACKAGES:
-        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copy(ROOT / "client" / name, src / name)
+    shutil.copytree(ROOT / "rewardbox", src / "rewardbox", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
     subprocess.run([*pip, "wheel", "--no-deps", "-w", str(work / "dist"), str(src)], check=True, timeout=180)
     (wheel,) = (work / "dist").glob("rewardbox-*.whl")
@@ -115,18 +115,10 @@ def test_the_installed_client_scores_a_program_on_the_real_service(bare_venv, se
     assert out["server_side"] == []
 
 
-def test_the_cli_remote_commands_work_without_the_server_extra(bare_venv, server):
-    proc = run_bare(bare_venv, str(bare_venv / "bin" / "rewardbox"), "rollouts", "list", "--url", server,
-                    "--limit", "1")
+def test_the_client_install_has_no_server_package_and_no_command(bare_venv):
+    """The `rewardbox` command is service.cli, the server distribution's (`pip install rewardbox-server`)."""
+    probe = "import importlib.util, json; print(json.dumps([m for m in %r if importlib.util.find_spec(m)]))"
+    proc = run_bare(bare_venv, str(bare_venv / "bin" / "python"), "-c", probe % (PACKAGES,))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[0].split()[:3] == ["rollout", "created", "status"]
-
-
-@pytest.mark.parametrize("command", [["serve"], ["worker"], ["replay", "abc", "--local"]], ids=lambda c: c[0])
-def test_server_commands_without_the_server_extra_name_the_install_command(bare_venv, command):
-    proc = run_bare(bare_venv, str(bare_venv / "bin" / "rewardbox"), *command)
-    assert proc.returncode == 1
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr  # one line, no traceback
-    assert lines[0].startswith(f"rewardbox: `{command[0]}` needs the server extra (no module named ")
-    assert lines[0].endswith("pip install 'rewardbox[server]'")
+    assert json.loads(proc.stdout) == ["rewardbox"]
+    assert not (bare_venv / "bin" / "rewardbox").exists()

@@ -83,7 +83,7 @@ def test_trl_grpo_trainer_trains_on_rewardbox_rewards_and_survives_an_outage(ser
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from trainer.adapters.trl import reward_functions
+    from rewardbox.adapters.trl import reward_functions
 
     model, tokenizer = tiny_policy
     tasks = named_function_tasks()
@@ -122,7 +122,7 @@ def test_trl_reads_arrow_merged_test_structs(server):
     need("datasets")
     from datasets import Dataset
 
-    from trainer.adapters.trl import reward_functions
+    from rewardbox.adapters.trl import reward_functions
 
     rows = [{"prompt": "def f(x):\n    # double\n    return", "tests": named_function_tasks()[0].tests},
             {"prompt": "Write add.", "tests": {"kind": "assert", "test_code": "assert add(1, 2) == 3\n"}}]

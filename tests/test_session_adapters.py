@@ -75,7 +75,7 @@ def test_repo_env_resets_by_forking_a_warm_base_session(client, calc_id):
 def test_trl_environment_is_probed_like_grpo_trainer_and_owns_the_reward(server, calc_id):
     from transformers.utils import get_json_schema
 
-    from trainer.adapters.trl_env import session_environment
+    from rewardbox.adapters.trl_env import session_environment
 
     factory = session_environment(url=server, fork=True)
     env = factory()
@@ -102,7 +102,7 @@ def test_trl_environment_is_probed_like_grpo_trainer_and_owns_the_reward(server,
 def test_trl_environments_of_another_url_share_no_base_and_an_outage_is_none(server, calc_id):
     """A factory pointing elsewhere never reuses another's warm base: there it cannot open a session, the episode
     goes on (the policy is told) and the reward is None, which TRL masks; never a 0."""
-    from trainer.adapters.trl_env import session_environment
+    from rewardbox.adapters.trl_env import session_environment
 
     live = session_environment(url=server)
     live().reset(repo_id=calc_id, tests=TESTS)
@@ -118,7 +118,7 @@ def test_trl_environments_of_another_url_share_no_base_and_an_outage_is_none(ser
 
 
 def test_trl_environment_reopens_a_warm_base_that_expired(server, calc_id):
-    from trainer.adapters.trl_env import session_environment
+    from rewardbox.adapters.trl_env import session_environment
 
     factory = session_environment(url=server)
     env = factory()
@@ -141,7 +141,7 @@ def _dead_url() -> str:
 
 def test_verl_tool_shares_one_session_per_trajectory_and_submit_is_the_reward(server, calc_id):
     pytest.importorskip("verl")
-    from trainer.adapters.verl_tool import RewardboxSessionTool
+    from rewardbox.adapters.verl_tool import RewardboxSessionTool
 
     tools = {a: RewardboxSessionTool({"url": server, "action": a}, None) for a in ("bash", "read_file", "submit")}
     assert tools["bash"].get_openai_tool_schema().function.name == "bash"

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from trainer.adapters.verl import RewardboxUnavailable
-from trainer.adapters.verl_session import KEYS, compute_score
-from trainer.adapters.verl_tool import row_task
+from rewardbox.adapters.verl import RewardboxUnavailable
+from rewardbox.adapters.verl_session import KEYS, compute_score
+from rewardbox.adapters.verl_tool import row_task
 
 TESTS = {"kind": "repo", "fail_to_pass": ["tests/test_x.py::test_y"]}
 
@@ -49,7 +49,7 @@ def test_scored_without_the_tools_record_it_refuses_rather_than_grade_the_unchan
 
 def test_the_session_cap_is_a_fault_of_the_service_a_bad_path_the_policys_mistake():
     from rewardbox import HTTPStatusError, TransportError
-    from trainer.adapters.verl_tool import _is_fault
+    from rewardbox.adapters.verl_tool import _is_fault
 
     assert _is_fault(HTTPStatusError(429, "sessions: at the cap")) and _is_fault(TransportError("refused"))
     assert _is_fault(HTTPStatusError(410, "the session ended"))

@@ -1,6 +1,6 @@
 """TRL GRPOTrainer / RLOOTrainer reward functions over rewardbox.
 
-    from trainer.adapters.trl import reward_functions
+    from rewardbox.adapters.trl import reward_functions
     trainer = GRPOTrainer(..., reward_funcs=reward_functions(profile="seed"))
 
 One function, `rewardbox_reward`, the service's total: weigh the components with `weights={...}` (the service's
@@ -32,9 +32,9 @@ from collections.abc import Callable
 from typing import Any
 
 from rewardbox import Client
+from rewardbox.adapters import retry
 from rewardbox.extract import program_of
 from rewardbox.ground_truth import item_fields
-from trainer.adapters import retry
 
 log = logging.getLogger("rewardbox.trl")
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")

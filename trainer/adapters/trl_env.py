@@ -1,6 +1,6 @@
 """A TRL `environment_factory` environment over rewardbox agent sessions (TRL >= 1.16, GRPOTrainer), HTTP only.
 
-    from trainer.adapters.trl_env import session_environment
+    from rewardbox.adapters.trl_env import session_environment
     trainer = GRPOTrainer(model=..., train_dataset=ds, environment_factory=session_environment(url=URL))
 
 Each dataset row carries `repo_id` (a snapshot stored by POST /repos) and `tests` (a repo test spec: a dict or its

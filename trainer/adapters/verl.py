@@ -30,9 +30,9 @@ import weakref
 from typing import Any
 
 from rewardbox import AsyncClient, Client
+from rewardbox.adapters import retry
 from rewardbox.extract import extract_code, no_code_reward
 from rewardbox.ground_truth import from_verl
-from trainer.adapters import retry
 
 log = logging.getLogger("rewardbox.verl")
 COMPONENTS = ("executability", "pass_rate", "quality", "efficiency")

@@ -36,9 +36,9 @@ import weakref
 from typing import Any
 
 from rewardbox import AsyncClient, HTTPStatusError, RewardboxError
-from trainer.adapters import retry
-from trainer.adapters.verl import Options, RewardboxUnavailable
-from trainer.adapters.verl_tool import STATE, close_session, row_task
+from rewardbox.adapters import retry
+from rewardbox.adapters.verl import Options, RewardboxUnavailable
+from rewardbox.adapters.verl_tool import STATE, close_session, row_task
 
 log = logging.getLogger("rewardbox.verl_session")
 KEYS = ("score", "acc", "status", "submitted", "graded")
