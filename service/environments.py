@@ -12,6 +12,7 @@ Builds run on a background thread (one at a time: they are heavy), so POST answe
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import threading
 import time
@@ -25,7 +26,7 @@ from sandboxes import image
 from sandboxes.targets import SandboxTarget
 
 from . import environment_build as eb
-from .environment_models import EnvironmentSpec
+from .environment_models import ENVIRONMENT_ID, EnvironmentSpec
 
 State = Literal["building", "ready", "failed"]
 LOG_TAIL = 4000
@@ -88,8 +89,10 @@ class EnvironmentStore:
         tmp.replace(self._record_path(rec.id))
 
     def get(self, env_id: str) -> EnvironmentRecord:
+        if not re.fullmatch(ENVIRONMENT_ID, env_id):  # never a path
+            raise EnvironmentNotFound(env_id)
         path = self._record_path(env_id)
-        if len(env_id) != 64 or not path.is_file():
+        if not path.is_file():
             raise EnvironmentNotFound(env_id)
         rec = EnvironmentRecord.model_validate_json(path.read_text())
         if rec.state == "building" and env_id not in self._building:
