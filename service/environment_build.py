@@ -90,10 +90,11 @@ class _Run:
 
     def __init__(self, log: IO[str], limits: BuildLimits) -> None:
         self.log, self.limits = log, limits
-        self.deadline = time.monotonic() + limits.timeout_s
+        self.start = time.monotonic()
+        self.deadline = self.start + limits.timeout_s
 
     def note(self, text: str) -> None:
-        self.log.write(f"[env] {text}\n")
+        self.log.write(f"[env +{time.monotonic() - self.start:.1f}s] {text}\n")
         self.log.flush()
 
     def _limit(self) -> None:  # in the child, before exec

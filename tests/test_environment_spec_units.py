@@ -114,3 +114,12 @@ def test_ready_record_with_its_marker_is_a_target(tmp_path):
 def test_unknown_ids_are_not_found(tmp_path, env_id):
     with pytest.raises(EnvironmentNotFound):
         EnvironmentStore(tmp_path).get(env_id)
+
+
+def test_service_answers_environment_routes_422_and_404():
+    from .test_http_units import client_for
+    with client_for() as (client, _):
+        bad = client.post("/environments", json={"python": ["-i http://evil/simple"]})
+        assert bad.status_code == 422 and "python" in bad.json()["detail"][0]["loc"]
+        assert client.get(f"/environments/{'0' * 64}").status_code == 404
+        assert "environments" in client.get("/environments").json()
