@@ -12,7 +12,7 @@ How (one pass, both backends from the same content):
      are kept in the environment (`WHEELS_DIR`) so sessions can `pip install` offline. Sources are never built
      (`--only-binary=:all:`): no build code of a package runs on the host.
   4. npm packages: the host's npm with `--ignore-scripts` (install scripts would run on the host) into a prefix
-     Node finds (`/usr/local/lib/nodejs`, on Debian's node search path).
+     Node finds (`/usr/lib/x86_64-linux-gnu/nodejs`, on Debian node's global module path).
   5. Setup commands: `sh -c` inside bubblewrap over the overlay, without network.
   6. `build.sh --finalize` (setuid strip, bytecode, trimming), as for the base image.
   7. Result: the rootfs = hard-link copy of the base + the upper layer (copied with --remove-destination, so a
@@ -43,7 +43,7 @@ from .environment_models import EnvironmentSpec
 PYVER = "3.11"
 SITE = f"usr/local/lib/python{PYVER}/dist-packages"
 WHEELS_DIR = "/opt/rewardbox-env/wheels"  # in the environment: the wheels its pip requirements came from
-NODE_DIR = "usr/local/lib/nodejs"  # on Debian node's global module search path
+NODE_DIR = "usr/lib/x86_64-linux-gnu/nodejs"  # first folder of Debian node's global module path (before /usr/share)
 ENV_REPO = "rewardbox-env"
 # Wheels the image's interpreter can load: CPython 3.11 on glibc x86_64 (bookworm has glibc 2.36). pip does not
 # widen a given manylinux tag to older glibcs, so they are all listed; linux_x86_64 (locally built) is not.
@@ -167,7 +167,9 @@ def _npm(run: _Run, merged: Path, work: Path, packages: list[str]) -> None:
     dest = merged / NODE_DIR
     dest.mkdir(parents=True, exist_ok=True)
     for entry in (prefix / "node_modules").iterdir():
-        if not (dest / entry.name).exists():
+        if (dest / entry.name).exists():  # a Debian package's module: kept, said in the log
+            run.note(f"npm: {entry.name} already in /{NODE_DIR} (from a Debian package); kept")
+        elif not entry.name.startswith("."):
             shutil.move(str(entry), dest / entry.name)
 
 

@@ -15,15 +15,16 @@ from sandboxes import Limits, RunJob, SandboxPool
 from sandboxes.backends.bwrap_backend import BubblewrapBackend
 from sandboxes.backends.docker_backend import DockerBackend
 from sandboxes.targets import SandboxTarget
-from service.environment_build import WHEELS_DIR, docker_image
+from service.environment_build import WHEELS_DIR, BuildLimits, docker_image
 from service.environment_models import EnvironmentSpec
 from service.environment_routes import install
 from service.environments import EnvironmentNotFound, EnvironmentNotReady, EnvironmentStore
 
 from .conftest import BACKENDS
 
-# markupsafe 2.1.5 has a compiled extension (_speedups) in its cp311 manylinux wheel; jq is a small Debian package.
-SPEC = {"debian": ["jq"], "python": ["markupsafe==2.1.5"]}
+# markupsafe 2.1.5 has a compiled extension (_speedups) in its cp311 manylinux wheel; jq is a small Debian package;
+# left-pad a tiny npm package.
+SPEC = {"debian": ["jq"], "python": ["markupsafe==2.1.5"], "npm": ["left-pad@1.3.0"]}
 FAILING = {"setup": ["echo about to fail; exit 3"]}
 BUILD_S = 600
 LIMITS = Limits(wall_s=20, total_s=30, cpu_s=20)
@@ -71,6 +72,13 @@ async def test_compiled_wheel_imports_in_a_sandbox_of_the_environment(store, bui
 async def test_debian_package_runs_in_a_sandbox_of_the_environment(store, built, backend):
     result = await _run(backend, store.target(built), {"argv": ["/usr/bin/jq", "-n", "1 + 41"]})
     assert result.stdout.strip() == "42", result
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_npm_package_is_found_by_node_in_a_sandbox_of_the_environment(store, built, backend):
+    program = {"argv": ["/usr/bin/node", "-e", "console.log(require('left-pad')('x', 3))"]}
+    result = await _run(backend, store.target(built), program)
+    assert result.stdout == "  x\n", result
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -141,3 +149,20 @@ async def test_unknown_environment_is_404_and_bad_spec_422_naming_the_field(stor
         assert (await http.get(f"/environments/{'0' * 64}")).status_code == 404
         bad = await http.post("/environments", json={"python": ["--index-url=http://evil/"]})
         assert bad.status_code == 422 and "python" in bad.json()["detail"][0]["loc"]
+
+
+def test_build_past_its_time_limit_fails(tmp_path):
+    store = EnvironmentStore(tmp_path, BuildLimits(timeout_s=3), with_docker=False)
+    rec = store.wait(store.submit(EnvironmentSpec(setup=["sleep 60"])).id, 60)
+    assert rec.state == "failed" and "time limit" in (rec.error or "")
+    assert not store.rootfs(rec.id).exists()
+    store.close()
+
+
+def test_setup_commands_have_no_network(tmp_path):
+    store = EnvironmentStore(tmp_path, with_docker=False)
+    probe = "python3 -c 'import socket; socket.create_connection((\"deb.debian.org\", 80), 5)'"
+    rec = store.wait(store.submit(EnvironmentSpec(setup=[probe])).id, 120)
+    assert rec.state == "failed" and "setup[0]" in (rec.error or ""), store.log_tail(rec.id)
+    assert "OSError" in store.log_tail(rec.id) or "gaierror" in store.log_tail(rec.id)
+    store.close()
