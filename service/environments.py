@@ -11,9 +11,11 @@ Builds run on a background thread (one at a time: they are heavy), so POST answe
 
 from __future__ import annotations
 
+import fcntl
 import json
 import re
 import shutil
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -68,6 +70,7 @@ class EnvironmentStore:
         self._lock = threading.Lock()
         self._building: set[str] = set()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-build")
+        self._clean_stale()
 
     # --- paths -------------------------------------------------------------------------------------------
     def _record_path(self, env_id: str) -> Path:
@@ -82,6 +85,26 @@ class EnvironmentStore:
     def log_path(self, env_id: str) -> Path:
         return self.root / f"{env_id}.log"
 
+    def _lock_path(self, env_id: str) -> Path:
+        return self.root / f".{env_id}.lock"
+
+    def _locked(self, env_id: str) -> bool:
+        """Whether a build of env_id holds its lock (in any process sharing this folder)."""
+        try:
+            with self._lock_path(env_id).open("a") as f:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return False
+        except BlockingIOError:
+            return True
+
+    def _clean_stale(self) -> None:
+        """Work folders of builds killed with their process (no lock held): unmounted, then removed."""
+        for work in self.root.glob(".build-*"):
+            if any(self._locked(p.name[1:-5]) for p in self.root.glob(f".{work.name[7:19]}*.lock")):
+                continue
+            subprocess.run(["umount", str(work / "merged")], capture_output=True, check=False)
+            shutil.rmtree(work, ignore_errors=True)
+
     # --- records -----------------------------------------------------------------------------------------
     def _write(self, rec: EnvironmentRecord) -> None:
         tmp = self._record_path(rec.id).with_suffix(".json.tmp")
@@ -95,8 +118,8 @@ class EnvironmentStore:
         if not path.is_file():
             raise EnvironmentNotFound(env_id)
         rec = EnvironmentRecord.model_validate_json(path.read_text())
-        if rec.state == "building" and env_id not in self._building:
-            # A build this process does not run: the server stopped mid-build. POST the spec again to retry.
+        if rec.state == "building" and env_id not in self._building and not self._locked(env_id):
+            # A build no process runs (its lock is free): the server stopped mid-build. POST the spec to retry.
             rec.state, rec.error = "failed", "build interrupted (server restarted); POST the spec again"
         elif rec.state == "ready" and not self._ready_path(env_id).is_file():
             rec.state = "building" if env_id in self._building else "failed"
@@ -141,7 +164,8 @@ class EnvironmentStore:
         t0 = time.monotonic()
         with_docker = eb.docker_ok() if self._with_docker is None else self._with_docker
         try:
-            with self.log_path(env_id).open("w") as log:
+            with self._lock_path(env_id).open("a") as lock, self.log_path(env_id).open("w") as log:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # held until the ready marker is written (see _locked)
                 try:
                     self._ready_path(env_id).unlink(missing_ok=True)  # leftovers of an interrupted attempt
                     shutil.rmtree(self.rootfs(env_id), ignore_errors=True)
@@ -154,10 +178,10 @@ class EnvironmentStore:
                 except Exception as e:  # noqa: BLE001 - the trusted side broke: still a failed state, logged
                     log.write(f"[env] FAILED (internal): {type(e).__name__}: {e}\n")
                     rec.state, rec.error = "failed", f"internal error: {type(e).__name__}: {e}"
-            rec.built_s = round(time.monotonic() - t0, 2)
-            self._write(rec)
-            if rec.state == "ready":
-                self._ready_path(env_id).write_text(env_id + "\n")  # last: the environment is usable from now
+                rec.built_s = round(time.monotonic() - t0, 2)
+                self._write(rec)
+                if rec.state == "ready":
+                    self._ready_path(env_id).write_text(env_id + "\n")  # last: the environment is usable from now
         finally:
             with self._lock:
                 self._building.discard(env_id)

@@ -123,3 +123,19 @@ def test_service_answers_environment_routes_422_and_404():
         assert bad.status_code == 422 and "python" in bad.json()["detail"][0]["loc"]
         assert client.get(f"/environments/{'0' * 64}").status_code == 404
         assert "environments" in client.get("/environments").json()
+
+
+def test_build_running_in_another_process_reads_as_building(tmp_path):
+    import fcntl
+    env_id = _record(tmp_path, "building")
+    with (tmp_path / f".{env_id}.lock").open("a") as lock:  # what a building process holds
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert EnvironmentStore(tmp_path).get(env_id).state == "building"
+    assert EnvironmentStore(tmp_path).get(env_id).state == "failed"
+
+
+def test_work_folder_of_a_killed_build_is_removed_at_start(tmp_path):
+    work = tmp_path / f".build-{'a' * 12}-x1"
+    (work / "upper").mkdir(parents=True)
+    EnvironmentStore(tmp_path)
+    assert not work.exists()
