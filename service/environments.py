@@ -201,7 +201,8 @@ class EnvironmentStore:
         rec = self.get(env_id)
         if rec.state != "ready":
             raise EnvironmentNotReady(env_id, rec.state, rec.error or "")
-        return SandboxTarget(key=env_id, docker_image=rec.docker_image, rootfs=str(self.rootfs(env_id)),
+        # Always the environment's own image and rootfs (never None, which would mean the default sandbox image).
+        return SandboxTarget(key=env_id, docker_image=eb.docker_image(env_id), rootfs=str(self.rootfs(env_id)),
                              wheels=eb.WHEELS_DIR if rec.spec.python else None)
 
     def close(self) -> None:
