@@ -197,12 +197,16 @@ def _docker(run: _Run, env_id: str, upper: Path, gone: list[str], work: Path) ->
     with tarfile.open(ctx / "layer.tar", "w") as tar:
         for entry in sorted(upper.iterdir()):
             tar.add(entry, arcname=entry.name)
-    lines = [f"FROM {image.image_name()}", "ADD layer.tar /"]
+    # The label finds an environment's images (and leftovers of rebuilds) without a registry.
+    lines = [f"FROM {image.image_name()}", f"LABEL rewardbox.environment={env_id}", "ADD layer.tar /"]
     if gone:  # a RUN without network only when the build deleted base files
         lines.append("RUN rm -rf -- " + " ".join(f"'{p}'" for p in gone))
     (ctx / "Dockerfile").write_text("\n".join(lines) + "\n")
     run(["docker", "build", "-q", "--network", "none", "-t", docker_image(env_id), str(ctx)],
         f"docker build {docker_image(env_id)} FROM {image.image_name()}")
+    # An earlier build of the same environment (interrupted, or in a test's own store) left an untagged image.
+    subprocess.run(["docker", "image", "prune", "-f", "--filter", f"label=rewardbox.environment={env_id}"],
+                   capture_output=True, check=False)
 
 
 def build(env_id: str, spec: EnvironmentSpec, dest: Path, log: IO[str], limits: BuildLimits,
