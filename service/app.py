@@ -20,6 +20,9 @@ from . import __version__, dashboard, openrlhf, repos, rollouts, sandbox_fusion,
 from .auth import BearerAuth
 from .body_limit import BodyLimit
 from .config import Settings, sandbox_pool
+from .environment_build import BuildLimits
+from .environment_routes import install as install_environments
+from .environments import EnvironmentStore
 from .errors import NotStarted, Overloaded, Unavailable
 from .executor import Executor, LocalExecutor
 from .metrics import Metrics, RequestCounter
@@ -91,6 +94,8 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
     if settings.token:
         app.add_middleware(BearerAuth, token=settings.token)  # added last: runs first
     app.state.repos = repos.repo_store(settings)
+    install_environments(app, EnvironmentStore(limits=BuildLimits(settings.env_build_timeout_s,
+                                                                  settings.env_build_memory_mb)))
 
     @app.exception_handler(Overloaded)
     async def overloaded(request: Request, exc: Overloaded) -> JSONResponse:

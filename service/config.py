@@ -87,6 +87,9 @@ class Settings(BaseSettings):
                        "empty = `~/.cache/rewardbox`")
     lint_cache_size: int = Field(4096, ge=0, description="lint results kept, by content hash")
     efficiency_rounds: int = Field(DEFAULT_ROUNDS, gt=0, description="rounds the efficiency grader always runs")
+    env_build_timeout_s: float = Field(900.0, gt=0, description="time limit of one environment build "
+                                       "(POST /environments)")
+    env_build_memory_mb: int = Field(4096, gt=0, description="address-space limit of each environment build step")
 
     # Results and the rollout store
     result_cache_size: int = Field(100_000, ge=0, description="identical items answered from the cache; "

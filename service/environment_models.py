@@ -16,6 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 ENVIRONMENT_ID = r"^[0-9a-f]{64}$"
 # Debian package names (policy 5.6.1), optionally pinned with =version.
 _DEBIAN = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+:~-]+)?$")
+# pip requirements: name, optional extras, version clauses (PEP 440 operators); no markers, URLs or options.
+_CLAUSE = r" *(===|==|~=|!=|<=|>=|<|>) *[A-Za-z0-9.*+!_-]+"
+_PIP = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?(\[[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*\])?"
+                  rf"({_CLAUSE}( *,{_CLAUSE})*)?$")
+# npm packages as `name@version` or `@scope/name@version`: registry names only (no URL, path, git or option).
+_NPM = re.compile(r"^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*@[A-Za-z0-9.^~<>=*+| -]{1,100}$")
 # A docker image reference as users type it (name[:tag] or name@sha256:...); no options, no spaces.
 _IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:[A-Za-z0-9_.-]{1,128})?(@sha256:[0-9a-f]{64})?$")
 
@@ -40,6 +46,32 @@ class EnvironmentSpec(Strict):
         for name in v:
             if not _DEBIAN.match(name):
                 raise ValueError(f"{name[:100]!r} is not a Debian package name (name or name=version)")
+        return v
+
+    @field_validator("python")
+    @classmethod
+    def _python(cls, v: list[str]) -> list[str]:
+        # Each line goes into a requirements file: an option line (-i, -r, --find-links...) or a URL would let the
+        # spec choose where code comes from; only `name[extras]` with version clauses, from the configured registry.
+        for line in v:
+            if not _PIP.fullmatch(line):
+                raise ValueError(f"{line[:100]!r} is not a pip requirement (name==version; no URLs or options)")
+        return v
+
+    @field_validator("npm")
+    @classmethod
+    def _npm(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not _NPM.fullmatch(name):
+                raise ValueError(f"{name[:100]!r} is not a pinned npm package (name@version)")
+        return v
+
+    @field_validator("setup")
+    @classmethod
+    def _setup(cls, v: list[str]) -> list[str]:
+        for command in v:
+            if not command.strip() or len(command) > 10_000 or "\0" in command:
+                raise ValueError("a setup command is a non-empty shell command of at most 10000 characters")
         return v
 
     def canonical(self) -> str:
