@@ -149,7 +149,8 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
     @app.get("/metrics")
     async def prometheus_metrics(request: Request) -> Response:
         executor: Executor = request.app.state.executor
-        body = metrics.render(executor.snapshot(), executor.lint_cache_hits(), executor.queued())
+        body = metrics.render(executor.snapshot(), executor.lint_cache_hits(), executor.queued(),
+                              _environments(executor))
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz")
@@ -159,7 +160,9 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
     @app.get("/readyz")
     async def readyz(request: Request) -> JSONResponse:
         snap = request.app.state.executor.snapshot()
-        return JSONResponse(snap, status_code=200 if snap["warm"] else 503)
+        # Environments' pools start on first use: their state is shown, the default pool alone decides readiness.
+        body = {**snap, "environments": _environments(request.app.state.executor)}
+        return JSONResponse(body, status_code=200 if snap["warm"] else 503)
 
     @app.get("/v1/info")
     async def info(request: Request) -> dict:
@@ -203,3 +206,10 @@ def _item_json(result: ItemResult) -> bytes:
         return ItemResult(id=result.id, rollout_id=result.rollout_id, status="infra_error", reward=None,
                           profile=result.profile, message=f"the result could not be serialised: {e}"[:500]
                           ).model_dump_json().encode()
+
+
+def _environments(executor: object) -> dict:
+    """Per environment other than the default image: its pool's snapshot (embedded mode; a distributed API has
+    no pools of its own)."""
+    envs = getattr(executor, "environments", None)
+    return envs() if callable(envs) else {}

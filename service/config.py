@@ -87,6 +87,11 @@ class Settings(BaseSettings):
                        "empty = `~/.cache/rewardbox`")
     lint_cache_size: int = Field(4096, ge=0, description="lint results kept, by content hash")
     efficiency_rounds: int = Field(DEFAULT_ROUNDS, gt=0, description="rounds the efficiency grader always runs")
+    env_pools_max: int = Field(4, gt=0, description="warm pools of environments other than the default image "
+                               "(items' and sessions' `environment`), least recently used closed first")
+    env_pools_memory_mb: int = Field(8192, gt=0, description="sandbox memory of all environment pools together "
+                                     "(pool size x 1536 MB each)")
+    env_pool_size: int = Field(1, gt=0, description="sandboxes of each environment's pool (started on first use)")
 
     # Results and the rollout store
     result_cache_size: int = Field(100_000, ge=0, description="identical items answered from the cache; "
