@@ -35,6 +35,8 @@ class SessionSettings:
     max_bytes: int = 4096 << 20
     pool_size: int = 2
     sandbox_max_jobs: int = MAX_JOBS
+    env_pools_max: int = 4  # sessions' pools of environments other than the default (service/environment_pools)
+    env_pools_memory_mb: int = 8192
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,8 @@ class Settings(BaseSettings):
     @property
     def sessions(self) -> SessionSettings:
         return SessionSettings(max_open=self.sessions_max, max_bytes=int(self.sessions_max_mb * MB),
-                               pool_size=self.session_pool_size, sandbox_max_jobs=self.sandbox_max_jobs)
+                               pool_size=self.session_pool_size, sandbox_max_jobs=self.sandbox_max_jobs,
+                               env_pools_max=self.env_pools_max, env_pools_memory_mb=self.env_pools_memory_mb)
 
     @property
     def repos(self) -> RepoSettings:

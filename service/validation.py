@@ -209,6 +209,8 @@ def environment_problem(item: RewardItem, settings: Settings) -> Problem | None:
     """The item's environment must resolve (an image on the host, a built environment) and suit the item."""
     from .environment_pools import EnvironmentProblem, resolver
 
+    if settings.redis_url:  # distributed: the workers hold the images and stores, and resolve it there
+        return None
     try:
         target = resolver(settings.backend).resolve(item.environment)
     except EnvironmentProblem as e:
