@@ -70,6 +70,8 @@ class RepoGrader:
             result, sent = await self._run(job, repo_id, limits, True), True
         if isinstance(result, Outcome):
             return result
+        if _python_missing(result):
+            return _python_outcome(job["python"])
         if result.status != Status.SANDBOX_ERROR and result.sandbox_id:
             holders.add(result.sandbox_id)
         outcome = outcome_from(result, tests.fail_to_pass, tests.pass_to_pass)
@@ -83,6 +85,8 @@ class RepoGrader:
                                                     "repository in the image")
         repo = {"id": f"path:{self.target.key}:{path}", "path": path}
         in_image = await self.pool.run(RepoJob(repo={**job, "repo": repo}, limits=limits))
+        if _python_missing(in_image):
+            return _python_outcome(job["python"])
         outcome = outcome_from(in_image, tests.fail_to_pass, tests.pass_to_pass)
         outcome.details.setdefault("repo", {}).update(snapshot_sent=False, sandbox=in_image.sandbox_id)
         return outcome
@@ -96,6 +100,15 @@ class RepoGrader:
                                                         "(evicted): upload it again with POST /repos")
             repo["archive_b64"] = base64.b64encode(data).decode()
         return await self.pool.run(RepoJob(repo={**job, "repo": repo}, limits=limits))
+
+
+def _python_missing(result: Result) -> bool:
+    return result.status == Status.OK and any(e.get("event") == "python_missing" for e in result.events)
+
+
+def _python_outcome(python: str) -> Outcome:
+    return Outcome("invalid_input", message=f"environment.python: {python!r} is not an executable file in the "
+                                            "image")
 
 
 def _missing(result: Result) -> bool:

@@ -107,3 +107,11 @@ def test_a_non_default_target_runs_jobs(backend):
 
     result = asyncio.run(go())
     assert result.status == Status.OK and result.stdout == "42\n", result
+
+
+async def test_an_interpreter_not_in_the_image_is_invalid_input_naming_environment_python(own_pool):
+    from dataclasses import replace
+
+    grader = RepoGrader(own_pool, None, replace(own_pool.backend.target, python="/usr/bin/nope"))  # type: ignore[arg-type]
+    outcome = await grader.grade(None, TASK["patch"], None, TESTS, job_limits(10, 512, 120))
+    assert outcome.status == "invalid_input" and outcome.message.startswith("environment.python"), outcome.message

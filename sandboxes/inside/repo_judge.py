@@ -66,6 +66,8 @@ class _Unfit(Exception):
 def repo_job(runner, job: dict, limits: dict) -> dict:
     started = time.monotonic()
     repo = job.get("repo") or {}
+    if job.get("python") and not os.access(str(job["python"]), os.X_OK):  # the request named a wrong interpreter
+        return {"status": "ok", "events": [{"event": "python_missing", "python": str(job["python"])[:300]}]}
     snap = CACHE.get(str(repo.get("id")))
     if snap is None and repo.get("path"):  # the repository is in the image (SandboxTarget.repo_path, e.g. /testbed)
         try:
