@@ -112,6 +112,7 @@ class Worker:
             sessions_task.cancel()
             await sessions.close()
             await self._drain()
+            await self.scorer.close()  # environments' pools (the default pool is its owner's)
             beat.cancel()
             try:
                 await self.queue.redis.hdel(f"{self.queue.prefix}:workers", self.name)
@@ -279,7 +280,9 @@ class Worker:
                 entries = list(self._jobs)
                 if entries:
                     await self.queue.redis.xclaim(self.queue.stream, GROUP, self.name, 0, entries, justid=True)
+                environments = self.scorer.environments.snapshot() if self.scorer.environments else {}
                 beat = {"consumer": self.name, "time": time.time(), "pool": self.pool.snapshot(),
+                        "environments": environments,
                         "lint_hits": self.scorer.quality.hits, "image": self.scorer.image_id,
                         "versions": self.scorer.versions, "active": len(entries), "completed": self.completed}
                 await self.queue.redis.hset(f"{self.queue.prefix}:workers", self.name, json.dumps(beat))

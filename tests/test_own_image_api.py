@@ -11,6 +11,7 @@ from service.swebench import to_item
 
 from .conftest import start_server, stop_server
 from .own_image import PYTHON, TESTBED, build
+from .test_distributed import procs, redis_server  # noqa: F401 - the fixtures
 from .test_own_image import TASK
 
 
@@ -78,3 +79,24 @@ def test_a_session_naming_a_missing_image_is_a_422(env_api):
             "environment": {"image": "rewardbox-no-such-image:1"}}
     r = env_api.post("/sessions", json=body)
     assert r.status_code == 422 and "environment" in r.text, r.text
+
+
+def test_distributed_workers_grade_items_in_the_image(redis_server, procs):  # noqa: F811
+    """Through Redis: the API takes the item as sent (it holds no images), the worker resolves and runs it."""
+    import json
+
+    from .distributed import start_cluster, wait_until
+
+    ref = build(TASK)
+    prefix, _env, r, _api, url = start_cluster(redis_server, procs, workers=1, REWARDBOX_BACKEND="docker")
+    with httpx.Client(base_url=url, timeout=300) as client:
+        client.image = ref  # type: ignore[attr-defined]
+        results = client.post("/reward/batch", json={"items": [item(client, TASK["patch"]), item(client, ""),
+                                                               item(client, "", image="rewardbox-no-such-image:1")]})
+        assert [x["status"] for x in results.json()["results"]] == ["passed", "failed", "invalid_input"], results.text
+
+    def reported() -> bool:  # the worker's next heartbeat carries its environments' pools
+        beats = [json.loads(b) for b in r.hgetall(f"{prefix}:workers").values()]
+        return any(f"image:{ref}" in b.get("environments", {}) for b in beats)
+
+    wait_until(reported, 30, "the worker's heartbeat to show the image's pool")
