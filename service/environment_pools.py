@@ -103,9 +103,11 @@ def set_lookup(lookup: Lookup | None) -> None:
 def resolver(backend: str) -> Resolver:
     """This process's resolver for a backend setting (auto: docker when an engine answers)."""
     if backend == "auto":
-        from sandboxes.backends import docker_available
+        if "auto" not in _resolvers:  # decided once per process, as choose_backend("auto") decides the pool's
+            from sandboxes.backends import docker_available
 
-        backend = "docker" if docker_available() else "bubblewrap"
+            _resolvers["auto"] = resolver("docker" if docker_available() else "bubblewrap")
+        return _resolvers["auto"]
     if backend not in _resolvers:
         _resolvers[backend] = Resolver(backend, _lookup)
     return _resolvers[backend]

@@ -131,9 +131,9 @@ class SessionManager:
         self._pool_started = True
         self._pool_lock = asyncio.Lock()
         # Sessions naming another environment run on that target's pool, started on first use (LRU within a budget).
-        backend = getattr(pool.backend, "name", "auto")
+        self.backend_name = getattr(getattr(pool, "backend", None), "name", "auto")
         self.environments: EnvironmentPools[SandboxPool] = EnvironmentPools(
-            backend, lambda p, t: p, size=1, max_pools=self.settings.env_pools_max,
+            self.backend_name, lambda p, t: p, size=1, max_pools=self.settings.env_pools_max,
             memory_mb=self.settings.env_pools_memory_mb, max_jobs=self.settings.sandbox_max_jobs)
 
     @classmethod
@@ -247,7 +247,7 @@ class SessionManager:
                      environment: EnvironmentRef | None = None) -> Session:
         """repo_id names a stored snapshot (routes store an inline archive first); None when it is not stored.
         environment: where its commands run (resolved here: EnvironmentProblem, a 4xx, when it cannot be used)."""
-        target = resolver(getattr(self.pool.backend, "name", "auto")).resolve(environment)
+        target = resolver(self.backend_name).resolve(environment)
         snap = await self._snapshot(repo_id)
         if snap is None:
             raise PathError(f"repo.id: repository {repo_id} is not stored", 422)
