@@ -120,10 +120,11 @@ T = TypeVar("T")
 class _Entry(Generic[T]):
     target: SandboxTarget
     pool: SandboxPool
-    user: T  # what is built on the pool (a Scorer, a session manager's pool user)
+    user: T | None  # what is built on the pool (a Scorer, ...): set once the pool has started
     memory_mb: int
     in_use: int = 0
     last_used: float = field(default_factory=time.monotonic)
+    ready: asyncio.Future[None] | None = None  # done when the pool has started (or failed to)
 
 
 class EnvironmentPools(Generic[T]):
@@ -167,6 +168,7 @@ class EnvironmentPools(Generic[T]):
         """The target's pool user, its pool started (first use) and held against eviction while in use."""
         entry = await self._acquire(target)
         try:
+            assert entry.user is not None  # _acquire returns started entries only
             yield entry.user
         finally:
             entry.in_use -= 1
@@ -180,32 +182,63 @@ class EnvironmentPools(Generic[T]):
             raise EnvironmentProblem(("environment",), f"one pool of this environment needs {need} MB of sandbox "
                                      f"memory; the server allows {self.memory_mb} (REWARDBOX_ENV_POOLS_MEMORY_MB)")
         while True:
-            async with self._lock:
+            closing: list[_Entry[T]] = []
+            mine = False
+            async with self._lock:  # bookkeeping only: pools start and close outside it
                 entry = self._pools.get(target.key)
                 if entry is not None:
                     entry.in_use += 1
                     self._pools.move_to_end(target.key)
-                    return entry
-                victims = self._victims(need)
-                if victims is not None:
-                    for key in victims:
-                        await self._close(self._pools.pop(key))
-                        self.evicted += 1
-                    pool = self._make(target)
-                    try:
-                        await pool.start()
-                    except BaseException:
-                        await pool.close()
-                        raise
-                    self.started += 1
-                    entry = _Entry(target, pool, self.wrap(pool, target), need, in_use=1)
-                    self._pools[target.key] = entry
-                    return entry
+                else:
+                    victims = self._victims(need)
+                    if victims is not None:
+                        closing = [self._pools.pop(key) for key in victims]
+                        self.evicted += len(closing)
+                        entry = _Entry(target, self._make(target), None, need, in_use=1,
+                                       ready=asyncio.get_running_loop().create_future())
+                        self._pools[target.key] = entry
+                        mine = True
+            if mine:
+                assert entry is not None
+                for old in closing:  # before the new pool starts: the sandboxes stay within the budget
+                    await self._close(old)
+                return await self._start(entry)
+            if entry is not None:
+                return await self._ready(entry)
             async with self._freed:  # every pool busy: wait until one is released (a missed notice: re-check)
                 try:
                     await asyncio.wait_for(self._freed.wait(), 0.5)
                 except TimeoutError:
                     pass
+
+    async def _start(self, entry: _Entry[T]) -> _Entry[T]:
+        """Start a new entry's pool; callers of the same target meanwhile wait in _ready."""
+        assert entry.ready is not None
+        try:
+            await entry.pool.start()
+            entry.user = self.wrap(entry.pool, entry.target)
+            self.started += 1
+            entry.ready.set_result(None)
+            return entry
+        except BaseException as e:
+            self._pools.pop(entry.target.key, None)
+            entry.ready.set_exception(e if isinstance(e, Exception) else RuntimeError("pool start cancelled"))
+            entry.ready.exception()  # retrieved: no "never retrieved" warning when nobody else waited
+            await entry.pool.close()
+            raise
+
+    async def _ready(self, entry: _Entry[T]) -> _Entry[T]:
+        """An entry another caller is starting: wait for it (its failure is ours too)."""
+        if entry.ready is not None and not entry.ready.done():
+            try:
+                await asyncio.shield(entry.ready)
+            except BaseException:
+                entry.in_use -= 1
+                raise
+        elif entry.ready is not None and entry.ready.exception() is not None:
+            entry.in_use -= 1
+            raise entry.ready.exception()  # type: ignore[misc]
+        return entry
 
     def _victims(self, need: int) -> list[str] | None:
         """Idle pools to close, least recently used first, so that one more fits; None when it cannot fit now."""
@@ -219,7 +252,7 @@ class EnvironmentPools(Generic[T]):
         return out if count < self.max_pools and used + need <= self.memory_mb else None
 
     async def _close(self, entry: _Entry[T]) -> None:
-        if self.close_user is not None:
+        if self.close_user is not None and entry.user is not None:
             await self.close_user(entry.user)
         await entry.pool.close()
 

@@ -85,3 +85,13 @@ async def test_an_environment_larger_than_the_memory_budget_is_refused():
     with pytest.raises(EnvironmentProblem, match="REWARDBOX_ENV_POOLS_MEMORY_MB"):
         async with envs.use(A):
             pass
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_concurrent_first_uses_of_one_target_start_one_pool(backend):
+    envs = pools(backend)
+    try:
+        await asyncio.gather(*(run(envs, A) for _ in range(3)), run(envs, B))
+        assert sorted(envs.keys()) == ["env-a", "env-b"] and envs.totals()["started"] == 2
+    finally:
+        await envs.close()
