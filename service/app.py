@@ -161,7 +161,9 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
     async def readyz(request: Request) -> JSONResponse:
         snap = request.app.state.executor.snapshot()
         # Environments' pools start on first use: their state is shown, the default pool alone decides readiness.
-        body = {**snap, "environments": _environments(request.app.state.executor)}
+        sessions = getattr(getattr(request.app.state, "sessions", None), "environments", None)
+        body = {**snap, "environments": _environments(request.app.state.executor),
+                "session_environments": sessions.snapshot() if sessions is not None else {}}
         return JSONResponse(body, status_code=200 if snap["warm"] else 503)
 
     @app.get("/v1/info")

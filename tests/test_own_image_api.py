@@ -68,6 +68,7 @@ def test_a_session_runs_its_commands_in_the_image(env_api):
         "command": "python -c 'import sys; print(sys.executable)'; test -e /usr/bin/python3 || echo no-python3"})
     assert out.status_code == 200 and out.json()["stdout"].split() == [PYTHON, "no-python3"], out.text
     tests = to_item(TASK, "0" * 64)["tests"]
+    assert f"image:{env_api.image}" in env_api.get("/readyz").json()["session_environments"]
     reward = env_api.post(f"/sessions/{sid}/reward", json={"tests": tests})
     assert reward.status_code == 200 and reward.json()["status"] == "failed", reward.text  # the bug is still there
 
