@@ -20,6 +20,7 @@ from typing import Any
 
 from sandboxes import Limits, RepoJob, Result, Status
 from sandboxes.builds import JobRunner
+from sandboxes.targets import DEFAULT_TARGET, SandboxTarget
 
 from .flags import python_flags
 from .outcome import Outcome, Verdict
@@ -44,18 +45,23 @@ class RepoGrader:
     repo_workspace.py): a snapshot travels with the job until every sandbox of the pool holds it, then by id only;
     a sandbox that lacks it anyway (replaced meanwhile) answers repo_missing and gets it with a second try."""
 
-    def __init__(self, pool: JobRunner, fetch: Fetch) -> None:
-        self.pool, self.fetch = pool, fetch
+    def __init__(self, pool: JobRunner, fetch: Fetch, target: SandboxTarget = DEFAULT_TARGET) -> None:
+        self.pool, self.fetch, self.target = pool, fetch, target
         self.holders: dict[str, set[str]] = {}  # repo id -> sandboxes known to hold it
 
-    async def grade(self, repo_id: str, patch: str | None, files: dict[str, str] | None, tests: Any,
+    async def grade(self, repo_id: str | None, patch: str | None, files: dict[str, str] | None, tests: Any,
                     limits: Limits) -> Outcome:
-        """tests: service.repo_models.RepoTests."""
-        job = {"test_files": tests.test_files, "tests": tests.listed(), "args": tests.pytest_args()}
+        """tests: service.repo_models.RepoTests. repo_id None: the repository in the target's image
+        (target.repo_path), which each sandbox reads once itself."""
+        job: dict[str, Any] = {"test_files": tests.test_files, "tests": tests.listed(), "args": tests.pytest_args()}
+        if self.target.foreign or self.target.python != DEFAULT_TARGET.python:
+            job["python"] = self.target.python  # not forked from our zygote: the task's interpreter, exec'd
         if files is not None:
             job["files"] = files
         else:
             job["patch"], job["strip"] = patch or "", strip_level(patch or "")
+        if repo_id is None:
+            return await self._grade_in_image(job, tests, limits)
         holders = self.holders.setdefault(repo_id, set())
         sent = len(holders) < self.pool.size
         result = await self._run(job, repo_id, limits, sent)
@@ -64,10 +70,25 @@ class RepoGrader:
             result, sent = await self._run(job, repo_id, limits, True), True
         if isinstance(result, Outcome):
             return result
+        if _python_missing(result):
+            return _python_outcome(job["python"])
         if result.status != Status.SANDBOX_ERROR and result.sandbox_id:
             holders.add(result.sandbox_id)
         outcome = outcome_from(result, tests.fail_to_pass, tests.pass_to_pass)
         outcome.details.setdefault("repo", {}).update(snapshot_sent=sent, sandbox=result.sandbox_id)
+        return outcome
+
+    async def _grade_in_image(self, job: dict, tests: Any, limits: Limits) -> Outcome:
+        path = self.target.repo_path
+        if not path:
+            return Outcome("invalid_input", message="repo: required unless environment.repo_path names the "
+                                                    "repository in the image")
+        repo = {"id": f"path:{self.target.key}:{path}", "path": path}
+        in_image = await self.pool.run(RepoJob(repo={**job, "repo": repo}, limits=limits))
+        if _python_missing(in_image):
+            return _python_outcome(job["python"])
+        outcome = outcome_from(in_image, tests.fail_to_pass, tests.pass_to_pass)
+        outcome.details.setdefault("repo", {}).update(snapshot_sent=False, sandbox=in_image.sandbox_id)
         return outcome
 
     async def _run(self, job: dict, repo_id: str, limits: Limits, with_data: bool) -> Result | Outcome:
@@ -79,6 +100,15 @@ class RepoGrader:
                                                         "(evicted): upload it again with POST /repos")
             repo["archive_b64"] = base64.b64encode(data).decode()
         return await self.pool.run(RepoJob(repo={**job, "repo": repo}, limits=limits))
+
+
+def _python_missing(result: Result) -> bool:
+    return result.status == Status.OK and any(e.get("event") == "python_missing" for e in result.events)
+
+
+def _python_outcome(python: str) -> Outcome:
+    return Outcome("invalid_input", message=f"environment.python: {python!r} is not an executable file in the "
+                                            "image")
 
 
 def _missing(result: Result) -> bool:

@@ -21,6 +21,7 @@ from .auth import BearerAuth
 from .body_limit import BodyLimit
 from .config import Settings, sandbox_pool
 from .environment_build import BuildLimits
+from .environment_pools import set_lookup
 from .environment_routes import install as install_environments
 from .environments import EnvironmentStore
 from .errors import NotStarted, Overloaded, Unavailable
@@ -94,8 +95,9 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
     if settings.token:
         app.add_middleware(BearerAuth, token=settings.token)  # added last: runs first
     app.state.repos = repos.repo_store(settings)
-    install_environments(app, EnvironmentStore(limits=BuildLimits(settings.env_build_timeout_s,
-                                                                  settings.env_build_memory_mb)))
+    environments = EnvironmentStore(limits=BuildLimits(settings.env_build_timeout_s, settings.env_build_memory_mb))
+    install_environments(app, environments)
+    set_lookup(environments.target)  # items' and sessions' `environment.id` resolve through this store
 
     @app.exception_handler(Overloaded)
     async def overloaded(request: Request, exc: Overloaded) -> JSONResponse:
@@ -154,7 +156,8 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
     @app.get("/metrics")
     async def prometheus_metrics(request: Request) -> Response:
         executor: Executor = request.app.state.executor
-        body = metrics.render(executor.snapshot(), executor.lint_cache_hits(), executor.queued())
+        body = metrics.render(executor.snapshot(), executor.lint_cache_hits(), executor.queued(),
+                              _environments(executor))
         return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz")
@@ -164,7 +167,11 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
     @app.get("/readyz")
     async def readyz(request: Request) -> JSONResponse:
         snap = request.app.state.executor.snapshot()
-        return JSONResponse(snap, status_code=200 if snap["warm"] else 503)
+        # Environments' pools start on first use: their state is shown, the default pool alone decides readiness.
+        sessions = getattr(getattr(request.app.state, "sessions", None), "environments", None)
+        body = {**snap, "environments": _environments(request.app.state.executor),
+                "session_environments": sessions.snapshot() if sessions is not None else {}}
+        return JSONResponse(body, status_code=200 if snap["warm"] else 503)
 
     @app.get("/v1/info")
     async def info(request: Request) -> dict:
@@ -208,3 +215,10 @@ def _item_json(result: ItemResult) -> bytes:
         return ItemResult(id=result.id, rollout_id=result.rollout_id, status="infra_error", reward=None,
                           profile=result.profile, message=f"the result could not be serialised: {e}"[:500]
                           ).model_dump_json().encode()
+
+
+def _environments(executor: object) -> dict:
+    """Per environment other than the default image: its pool's snapshot (embedded mode; a distributed API has
+    no pools of its own)."""
+    envs = getattr(executor, "environments", None)
+    return envs() if callable(envs) else {}

@@ -17,7 +17,7 @@ from .models import ItemResult, RewardItem
 
 # What a result depends on; id and metadata are the client's and do not change a verdict.
 KEY_FIELDS = ("language", "code", "tests", "limits", "reference_code", "profile", "weights", "flag_penalty",
-              "repo", "patch", "files")
+              "repo", "patch", "files", "environment")
 UNCACHEABLE = ("infra_error", "invalid_input")
 
 
@@ -40,7 +40,9 @@ def code_versions() -> dict[str, str]:
 
 def cache_key(item: RewardItem, versions: dict[str, str], dump: dict[str, Any] | None = None) -> str:
     """dump: the item's model_dump(mode="json"), when the caller has it already."""
-    content = {k: v for k, v in (dump or item.model_dump(mode="json")).items() if k in KEY_FIELDS}
+    # environment only when set: an item in the default image keeps the key it had before environments existed
+    content = {k: v for k, v in (dump or item.model_dump(mode="json")).items()
+               if k in KEY_FIELDS and (v is not None or k != "environment")}
     blob = json.dumps({"item": content, "versions": versions}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 

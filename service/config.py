@@ -35,6 +35,8 @@ class SessionSettings:
     max_bytes: int = 4096 << 20
     pool_size: int = 2
     sandbox_max_jobs: int = MAX_JOBS
+    env_pools_max: int = 4  # sessions' pools of environments other than the default (service/environment_pools)
+    env_pools_memory_mb: int = 8192
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,11 @@ class Settings(BaseSettings):
     env_build_timeout_s: float = Field(900.0, gt=0, description="time limit of one environment build "
                                        "(POST /environments)")
     env_build_memory_mb: int = Field(4096, gt=0, description="address-space limit of each environment build step")
+    env_pools_max: int = Field(4, gt=0, description="warm pools of environments other than the default image "
+                               "(items' and sessions' `environment`), least recently used closed first")
+    env_pools_memory_mb: int = Field(8192, gt=0, description="sandbox memory of all environment pools together "
+                                     "(pool size x 1536 MB each)")
+    env_pool_size: int = Field(1, gt=0, description="sandboxes of each environment's pool (started on first use)")
 
     # Results and the rollout store
     result_cache_size: int = Field(100_000, ge=0, description="identical items answered from the cache; "
@@ -163,7 +170,8 @@ class Settings(BaseSettings):
     @property
     def sessions(self) -> SessionSettings:
         return SessionSettings(max_open=self.sessions_max, max_bytes=int(self.sessions_max_mb * MB),
-                               pool_size=self.session_pool_size, sandbox_max_jobs=self.sandbox_max_jobs)
+                               pool_size=self.session_pool_size, sandbox_max_jobs=self.sandbox_max_jobs,
+                               env_pools_max=self.env_pools_max, env_pools_memory_mb=self.env_pools_memory_mb)
 
     @property
     def repos(self) -> RepoSettings:

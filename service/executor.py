@@ -155,7 +155,12 @@ class LocalExecutor:
         pass
 
     async def close(self) -> None:
-        pass
+        await self.scorer.close()
+
+    def environments(self) -> dict:
+        """Per environment other than the default: its pool's snapshot (/readyz, metrics)."""
+        envs = self.scorer.environments
+        return envs.snapshot() if envs is not None else {}
 
     def queued(self) -> int:
         return self.admission.queued

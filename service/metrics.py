@@ -34,6 +34,10 @@ class Metrics:
         self.rejected = Counter("rewardbox_rejected_items", "Items refused by admission control (429) or because"
                                 " the queue was unreachable (503)", ["reason"], registry=r)
         self.queued = Gauge("rewardbox_queued_items", "Items accepted and not yet started", registry=r)
+        self.env_pool = Gauge("rewardbox_environment_pool_sandboxes", "Sandboxes of each environment's pool (the "
+                              "default image's: rewardbox_pool_sandboxes)", ["environment", "state"], registry=r)
+        self.env_pool_jobs = Gauge("rewardbox_environment_pool_jobs", "Jobs run by each environment's pool",
+                                   ["environment"], registry=r)
 
     def observe_item(self, result: ItemResult, seconds: float) -> None:
         self.items.labels(result.status, result.profile or "").inc()
@@ -49,8 +53,15 @@ class Metrics:
         for stage, ms in (result.details.get("timings") or {}).items():
             self.stage.labels(stage.removesuffix("_ms")).observe(ms / 1000.0)
 
-    def render(self, pool_snapshot: dict, lint_hits: int, queued: int = 0) -> bytes:
+    def render(self, pool_snapshot: dict, lint_hits: int, queued: int = 0,
+               environments: dict[str, dict] | None = None) -> bytes:
         self.queued.set(queued)
+        self.env_pool.clear()  # a closed environment pool leaves no stale series behind
+        self.env_pool_jobs.clear()
+        for key, snap in (environments or {}).items():
+            for state in ("idle", "busy", "size"):
+                self.env_pool.labels(key, state).set(snap[state])
+            self.env_pool_jobs.labels(key).set(snap["jobs"])
         for state in ("idle", "busy"):
             self.pool.labels(state).set(pool_snapshot[state])
         self.pool.labels("size").set(pool_snapshot["size"])

@@ -13,6 +13,7 @@ from graders import pyast
 from rewardbox.names import wire
 from sandboxes.languages import supported_languages
 
+from .environment_models import EnvironmentRef
 from .repo_models import RepoRef, RepoTests, check_repo_fields
 
 # One entry of sandboxes/languages.py each, Python first.
@@ -163,6 +164,8 @@ class RewardItem(Strict):
     repo: RepoRef | None = None
     patch: str | None = Field(None, description="unified diff against the repository (git style, -p1 or -p0)")
     files: dict[str, str] | None = Field(None, description="whole new contents of files, instead of a patch")
+    environment: EnvironmentRef | None = Field(None, description="where the item runs: an environment (`id`) or "
+                                               "a Docker image on the host (`image`); default: rewardbox's image")
 
     @field_validator("language")
     @classmethod

@@ -93,8 +93,10 @@ def check_repo_fields(item) -> None:
         if extra:
             raise ValueError(f"{', '.join(extra)}: only for tests.kind 'repo'")
         return
-    if item.repo is None:
-        raise ValueError("repo: required for tests.kind 'repo' ({'id': ...} or {'archive_b64': ...})")
+    env = getattr(item, "environment", None)
+    if item.repo is None and not (env is not None and env.repo_path):  # else: the repository in the user's image
+        raise ValueError("repo: required for tests.kind 'repo' ({'id': ...} or {'archive_b64': ...}), unless "
+                         "environment.repo_path names the repository in environment.image")
     if item.code:
         raise ValueError("code: a repo item carries its change in patch or files, not code")
     if (item.patch is None) == (item.files is None):

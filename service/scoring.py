@@ -21,10 +21,12 @@ from graders.tests import job_limits, run_tests
 from sandboxes import SandboxPool
 from sandboxes.builds import Builder
 from sandboxes.languages import LANGUAGES, linted_languages
+from sandboxes.targets import DEFAULT_TARGET, SandboxTarget
 
 from .budget import ItemBudget
 from .cache import replay_versions
 from .config import Settings
+from .environment_pools import EnvironmentPools, EnvironmentProblem, resolver
 from .fair import FairPool
 from .models import Execution, ItemResult, RewardItem, TestVerdict
 from .repos import repo_store
@@ -37,7 +39,8 @@ LINTED_LANGUAGES = linted_languages()  # the registry's languages with a linter:
 
 
 class Scorer:
-    def __init__(self, pool: SandboxPool | FairPool, settings: Settings, store: RolloutStore | None = None) -> None:
+    def __init__(self, pool: SandboxPool | FairPool, settings: Settings, store: RolloutStore | None = None,
+                 target: SandboxTarget = DEFAULT_TARGET) -> None:
         # Every job of every grader goes through one FairPool: sandboxes are shared in turns by request and item.
         self.pool = pool if isinstance(pool, FairPool) else FairPool(pool)
         self.settings = settings
@@ -47,12 +50,27 @@ class Scorer:
         self.quality = QualityGrader(self.pool, settings.lint_cache_size)
         self.efficiency = EfficiencyGrader(self.pool, settings.efficiency_rounds)
         self.builder = Builder(self.pool)  # compiled artefacts of the non-Python languages, by source hash
-        self.repo = RepoGrader(self.pool, repo_store(settings).data)  # repo items: a change graded by a repo's tests
+        self.repo = RepoGrader(self.pool, repo_store(settings).data, target)  # repo items: a repo's own tests
+        # Items naming another environment are scored by a Scorer of that target's pool (started on first use).
+        self.environments: EnvironmentPools[Scorer] | None = None
+        if target.is_default:
+            self.environments = EnvironmentPools(
+                settings.backend, lambda p, t: Scorer(p, settings, target=t), size=settings.env_pool_size,
+                max_pools=settings.env_pools_max, memory_mb=settings.env_pools_memory_mb,
+                max_jobs=settings.sandbox_max_jobs)
+
+    async def close(self) -> None:
+        """Close the environments' pools (the default pool belongs to whoever made it)."""
+        if self.environments is not None:
+            await self.environments.close()
 
     async def score(self, item: RewardItem, rollout_id: str | None = None) -> ItemResult:
         rollout_id = rollout_id or uuid.uuid4().hex
         try:
-            result = await self._score(item, rollout_id)
+            if item.environment is not None and self.environments is not None:
+                result = await self._score_in_environment(item, rollout_id)
+            else:
+                result = await self._score(item, rollout_id)
         except Exception as e:  # noqa: BLE001 - never a verdict on the program
             log.exception("scoring failed")
             result = ItemResult(id=item.id, rollout_id=rollout_id, status="infra_error", reward=None,
@@ -61,6 +79,18 @@ class Scorer:
             self.store.add(item.model_dump(mode="json"), result.model_dump(mode="json"), self.image_id,
                            self.versions)
         return result
+
+    async def _score_in_environment(self, item: RewardItem, rollout_id: str) -> ItemResult:
+        assert self.environments is not None
+        try:
+            target = resolver(self.settings.backend).resolve(item.environment)
+        except EnvironmentProblem as e:  # validated already; an environment can go away in between
+            return ItemResult(id=item.id, rollout_id=rollout_id, status="invalid_input", reward=None,
+                              profile=item.profile, message=f"{'.'.join(e.loc)}: {e.message}")
+        if target.is_default:
+            return await self._score(item, rollout_id)
+        async with self.environments.use(target) as scorer:
+            return await scorer._score(item, rollout_id)
 
     async def _score(self, item: RewardItem, rollout_id: str) -> ItemResult:
         started = time.perf_counter()
@@ -73,6 +103,9 @@ class Scorer:
             needed -= {"quality", "efficiency"}
             assert item.repo.id is not None  # validation's check_repo stored an inline archive under its id
             tests_task = self.repo.grade(item.repo.id, item.patch, item.files, item.tests, limits)
+        elif item.tests is not None and item.tests.kind == "repo":  # the repository in the environment's image
+            needed -= {"quality", "efficiency"}
+            tests_task = self.repo.grade(None, item.patch, item.files, item.tests, limits)
         else:
             # Efficiency without a reference reads the tests stage's own accounting (efficiency_measure.py).
             account = "efficiency" in needed and item.reference_code is None

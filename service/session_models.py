@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .environment_models import EnvironmentRef
 from .repo_models import RepoRef, RepoTests
 
 MAX_COMMAND_BYTES = 64 << 10
@@ -30,6 +31,8 @@ class SessionLimits(Strict):
 
 class CreateSession(Strict):
     repo: RepoRef
+    environment: EnvironmentRef | None = Field(None, description="where the session runs: an environment (`id`) or "
+                                               "a Docker image on the host (`image`); default: rewardbox's image")
     ttl_s: float = Field(600.0, gt=0, le=86400, description="the session ends this long after its creation")
     limits: SessionLimits = Field(default_factory=SessionLimits)
 

@@ -22,6 +22,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 
 from rewardbox.names import unquote, wire
 
+from .environment_pools import EnvironmentProblem
 from .models import ItemResult
 from .repos import check_repo
 from .schema import ERRORS, Message
@@ -74,9 +75,11 @@ async def create_session(body: CreateSession, request: Request) -> dict[str, Any
         raise InvalidRequest([problem])
     try:
         assert body.repo.id is not None  # check_repo stored an inline archive under its id
-        session = await manager.create(body.repo.id, body.ttl_s, body.limits)
+        session = await manager.create(body.repo.id, body.ttl_s, body.limits, body.environment)
     except PathError as e:
         raise InvalidRequest([Problem(("repo", "id"), str(e), "repo_not_stored")]) from None
+    except EnvironmentProblem as e:
+        raise InvalidRequest([Problem(e.loc, e.message, "environment")]) from None
     return {"session_id": session.id, "expires_in_s": body.ttl_s, "bytes": session.bytes}
 
 

@@ -22,6 +22,8 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
+from .environment_models import EnvironmentRef
+from .environment_pools import EnvironmentProblem
 from .errors import Overloaded
 from .session_models import SessionLimits
 from .session_workspace import Node, PathError
@@ -79,6 +81,8 @@ class SessionServer:
             answer = {"error": {"kind": "gone", "status": e.status, "message": str(e)}}
         except PathError as e:
             answer = {"error": {"kind": "path", "status": e.status, "message": str(e)}}
+        except EnvironmentProblem as e:  # the worker could not use the environment: the request's, told as such
+            answer = {"error": {"kind": "path", "status": 422, "message": f"{'.'.join(e.loc)}: {e.message}"}}
         except Overloaded as e:
             answer = {"error": {"kind": "overloaded", "message": str(e), "retry_after_s": e.retry_after_s}}
         except Exception as e:  # noqa: BLE001 - a fault of ours, told to the caller rather than left to time out
@@ -90,7 +94,8 @@ class SessionServer:
     async def _dispatch(self, op: str, a: dict[str, Any]) -> Any:
         m = self.manager
         if op == "create":
-            s = await m.create(a["repo_id"], float(a["ttl_s"]), SessionLimits.model_validate(a["limits"]))
+            env = EnvironmentRef.model_validate(a["environment"]) if a.get("environment") else None
+            s = await m.create(a["repo_id"], float(a["ttl_s"]), SessionLimits.model_validate(a["limits"]), env)
             await self._register(s)
             return {"session_id": s.id, "bytes": s.bytes}
         if op == "exec":
@@ -204,7 +209,8 @@ class RemoteSessions:
                               f"{DEAD_AFTER_S:g}s)")
         return await self._call(owner, op, wait_s, sid=sid, **args)
 
-    async def create(self, repo_id: str, ttl_s: float, limits: SessionLimits) -> Any:
+    async def create(self, repo_id: str, ttl_s: float, limits: SessionLimits,
+                     environment: EnvironmentRef | None = None) -> Any:
         live = await self._live_workers()
         if not live:
             raise Overloaded("no live worker to hold a session", retry_after_s=5)
@@ -218,7 +224,9 @@ class RemoteSessions:
         for e in open_:
             load[e["owner"]] += 1
         worker = min(load, key=lambda w: (load[w], w))
-        body = await self._call(worker, "create", repo_id=repo_id, ttl_s=ttl_s, limits=limits.model_dump())
+        env = environment.model_dump(exclude_none=True) if environment is not None else None
+        body = await self._call(worker, "create", repo_id=repo_id, ttl_s=ttl_s, limits=limits.model_dump(),
+                                environment=env)
         self.metrics.events.labels("created").inc()
         return SimpleNamespace(id=body["session_id"], bytes=body["bytes"])
 

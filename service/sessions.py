@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import os
 import secrets
 import time
 from collections import OrderedDict
@@ -38,8 +39,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from rewardbox.names import wire
 from sandboxes import Limits, Result, SandboxPool, SessionJob, Status
+from sandboxes.targets import DEFAULT_TARGET, SandboxTarget
 
 from .config import SessionSettings
+from .environment_models import EnvironmentRef
+from .environment_pools import EnvironmentPools, resolver
 from .errors import Overloaded
 from .models import ItemResult, RewardItem
 from .session_models import SessionLimits
@@ -76,6 +80,8 @@ class Session:
     inodes: int = 0
     execs: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    environment: EnvironmentRef | None = None  # where its commands run (and its reward grades); None: our image
+    target: SandboxTarget = DEFAULT_TARGET
 
     @property
     def expires_at(self) -> float:
@@ -124,6 +130,11 @@ class SessionManager:
         self.on_end: Callable[[str], None] | None = None  # distributed mode: the directory forgets the session
         self._pool_started = True
         self._pool_lock = asyncio.Lock()
+        # Sessions naming another environment run on that target's pool, started on first use (LRU within a budget).
+        self.backend_name = getattr(getattr(pool, "backend", None), "name", "auto")
+        self.environments: EnvironmentPools[SandboxPool] = EnvironmentPools(
+            self.backend_name, lambda p, t: p, size=1, max_pools=self.settings.env_pools_max,
+            memory_mb=self.settings.env_pools_memory_mb, max_jobs=self.settings.sandbox_max_jobs)
 
     @classmethod
     async def embedded(cls, backend: Any, repos: Any, score: Score, registry: CollectorRegistry,
@@ -151,6 +162,7 @@ class SessionManager:
             self._end(sid, "the service stopped")
         if self._own_pool and self._pool_started:
             await self.pool.close()
+        await self.environments.close()
 
     # -- life
 
@@ -231,8 +243,11 @@ class SessionManager:
         self._snapshots.move_to_end(repo_id)
         return snap
 
-    async def create(self, repo_id: str, ttl_s: float, limits: SessionLimits) -> Session:
-        """repo_id names a stored snapshot (routes store an inline archive first); None when it is not stored."""
+    async def create(self, repo_id: str, ttl_s: float, limits: SessionLimits,
+                     environment: EnvironmentRef | None = None) -> Session:
+        """repo_id names a stored snapshot (routes store an inline archive first); None when it is not stored.
+        environment: where its commands run (resolved here: EnvironmentProblem, a 4xx, when it cannot be used)."""
+        target = resolver(self.backend_name).resolve(environment)
         snap = await self._snapshot(repo_id)
         if snap is None:
             raise PathError(f"repo.id: repository {repo_id} is not stored", 422)
@@ -244,7 +259,7 @@ class SessionManager:
                 self._pool_started = True
         self._admit(1, nbytes)  # others may have come in meanwhile
         session = Session(secrets.token_hex(16), repo_id, Workspace.of(snap), limits, ttl_s, bytes=nbytes,
-                          inodes=len(snap))
+                          inodes=len(snap), environment=environment, target=target)
         self.sessions[session.id] = session
         self.metrics.events.labels("created").inc()
         self._gauges()
@@ -259,7 +274,7 @@ class SessionManager:
             for _ in range(n):
                 child = Session(secrets.token_hex(16), parent.repo_id, parent.workspace.fork(), parent.limits,
                                 parent.ttl_s, parent=parent.id, history=list(parent.history), bytes=parent.bytes,
-                                inodes=parent.inodes)
+                                inodes=parent.inodes, environment=parent.environment, target=parent.target)
                 self.sessions[child.id] = child
                 children.append(child)
         self.metrics.events.labels("forked").inc(n)
@@ -302,7 +317,9 @@ class SessionManager:
                             output_bytes=lim.output_bytes, nproc=lim.processes, nofile=256, file_size_mb=256)
             job = {"delta": session.workspace.delta, "command": command, "stdin": stdin or "",
                    "max_bytes": int(lim.workspace_mb * (1 << 20)), "max_inodes": lim.inodes}
-            result = await self._run(session.repo_id, job, limits)
+            if session.target.python != DEFAULT_TARGET.python:  # the environment's interpreter first on PATH
+                job["path_first"] = os.path.dirname(session.target.python)
+            result = await self._run(session.repo_id, job, limits, session.target)
             event = next((e for e in result.events if e.get("event") == "session"), {})
             answer = {"exit_code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr,
                       "status": str(result.status), "wall_ms": round(result.wall_ms, 3),
@@ -324,26 +341,34 @@ class SessionManager:
         self._gauges()
         return answer
 
-    async def _run(self, repo_id: str, job: dict, limits: Limits) -> Result:
-        """The session job on the session pool; the snapshot travels until every sandbox holds it (as repo items
-        do, graders/repo.py), and again to a sandbox that answers repo_missing (replaced meanwhile)."""
-        holders = self._holders.setdefault(repo_id, set())
-        result = await self._run_once(repo_id, job, limits, len(holders) < self.pool.size)
+    async def _run(self, repo_id: str, job: dict, limits: Limits, target: SandboxTarget = DEFAULT_TARGET
+                   ) -> Result:
+        """The session job on the session pool (or its environment's); the snapshot travels until every sandbox
+        holds it (as repo items do, graders/repo.py), and again to a sandbox that answers repo_missing."""
+        if target.is_default:
+            return await self._run_on(self.pool, repo_id, repo_id, job, limits)
+        async with self.environments.use(target) as pool:
+            return await self._run_on(pool, f"{target.key}\0{repo_id}", repo_id, job, limits)
+
+    async def _run_on(self, pool: SandboxPool, held_as: str, repo_id: str, job: dict, limits: Limits) -> Result:
+        holders = self._holders.setdefault(held_as, set())  # held_as: the repo id, per pool
+        result = await self._run_once(pool, repo_id, job, limits, len(holders) < pool.size)
         if result.status == Status.OK and any(e.get("event") == "repo_missing" for e in result.events):
             holders.discard(result.sandbox_id or "")
-            result = await self._run_once(repo_id, job, limits, True)
+            result = await self._run_once(pool, repo_id, job, limits, True)
         if result.status != Status.SANDBOX_ERROR and result.sandbox_id:
             holders.add(result.sandbox_id)
         return result
 
-    async def _run_once(self, repo_id: str, job: dict, limits: Limits, with_data: bool) -> Result:
+    async def _run_once(self, pool: SandboxPool, repo_id: str, job: dict, limits: Limits, with_data: bool
+                        ) -> Result:
         repo: dict[str, str] = {"id": repo_id}
         if with_data:
             data = await self.fetch(repo_id)
             if data is None:
                 return Result.infra(f"repository {repo_id} is no longer stored (evicted) while a session uses it")
             repo["archive_b64"] = base64.b64encode(data).decode()
-        return await self.pool.run(SessionJob(session={**job, "repo": repo}, limits=limits))
+        return await pool.run(SessionJob(session={**job, "repo": repo}, limits=limits))
 
     # -- reward
 
@@ -354,7 +379,7 @@ class SessionManager:
             self.get(sid)
             patch, skipped = session.workspace.diff()
             return Submission(session.id, session.repo_id, patch, skipped, list(session.history), session.parent,
-                              session.execs)
+                              session.execs, session.environment)
 
     async def reward(self, sid: str, tests: Any, profile: str, client_id: str | None) -> ItemResult:
         return await grade(await self.submission(sid), tests, profile, client_id, self.score, self.metrics)
@@ -369,6 +394,7 @@ class Submission:
     history: list[dict[str, Any]]
     parent: str | None
     commands: int
+    environment: EnvironmentRef | None = None
 
 
 async def grade(sub: Submission, tests: Any, profile: str, client_id: str | None, score: Score,
@@ -379,6 +405,7 @@ async def grade(sub: Submission, tests: Any, profile: str, client_id: str | None
     item = RewardItem.model_validate({
         "id": client_id, "language": "python", "repo": {"id": sub.repo_id}, "patch": sub.patch,
         "tests": tests.model_dump(), "profile": profile,
+        **({"environment": sub.environment.model_dump(exclude_none=True)} if sub.environment else {}),
         "metadata": {"session": {"id": sub.session_id, "parent": sub.parent, "history": sub.history,
                                  "not_in_patch": skipped}}})
     result = (await score([item]))[0]

@@ -200,7 +200,24 @@ def check_item(item: RewardItem, settings: Settings, values_checked: bool = Fals
         return Problem(("limits", "timeout_s"), f"at most {settings.max_timeout_s:g}", "less_than_equal")
     if item.limits.memory_mb > settings.max_memory_mb:
         return Problem(("limits", "memory_mb"), f"at most {settings.max_memory_mb}", "less_than_equal")
+    if item.environment is not None:
+        return environment_problem(item, settings) or item
     return item
+
+
+def environment_problem(item: RewardItem, settings: Settings) -> Problem | None:
+    """The item's environment must resolve (an image on the host, a built environment) and suit the item."""
+    from .environment_pools import EnvironmentProblem, resolver
+
+    if settings.redis_url:  # distributed: the workers hold the images and stores, and resolve it there
+        return None
+    try:
+        target = resolver(settings.backend).resolve(item.environment)
+    except EnvironmentProblem as e:
+        return Problem(e.loc, e.message, "environment")
+    if item.repo is None and item.tests is not None and item.tests.kind == "repo" and not target.repo_path:
+        return Problem(("repo",), "required: the environment holds no repository (environment.repo_path)", "missing")
+    return None
 
 
 def item_work(item: RewardItem | Any) -> int:

@@ -31,6 +31,9 @@ from sandboxes.image import use_cache_dir
 
 from .cache import cache_key, cacheable_status, code_versions
 from .config import Settings, sandbox_pool
+from .environment_build import BuildLimits
+from .environment_pools import set_lookup
+from .environments import EnvironmentStore
 from .fair import ITEMS, RUNS, item_scope, request_scope
 from .models import ItemResult, RewardItem
 from .redis_envelope import Envelope, MalformedEnvelope, RunEnvelope, ScoreEnvelope, envelope_from_json
@@ -112,6 +115,7 @@ class Worker:
             sessions_task.cancel()
             await sessions.close()
             await self._drain()
+            await self.scorer.close()  # environments' pools (the default pool is its owner's)
             beat.cancel()
             try:
                 await self.queue.redis.hdel(f"{self.queue.prefix}:workers", self.name)
@@ -279,7 +283,9 @@ class Worker:
                 entries = list(self._jobs)
                 if entries:
                     await self.queue.redis.xclaim(self.queue.stream, GROUP, self.name, 0, entries, justid=True)
+                environments = self.scorer.environments.snapshot() if self.scorer.environments else {}
                 beat = {"consumer": self.name, "time": time.time(), "pool": self.pool.snapshot(),
+                        "environments": environments,
                         "lint_hits": self.scorer.quality.hits, "image": self.scorer.image_id,
                         "versions": self.scorer.versions, "active": len(entries), "completed": self.completed}
                 await self.queue.redis.hset(f"{self.queue.prefix}:workers", self.name, json.dumps(beat))
@@ -315,6 +321,8 @@ async def serve(settings: Settings) -> None:
     if not settings.redis_url:
         raise SystemExit("rewardbox worker needs REWARDBOX_REDIS_URL (or REDIS_URL)")
     use_cache_dir(settings.cache_dir)
+    # Items name environments by id: the worker builds nothing, it reads the environments built on this host.
+    set_lookup(EnvironmentStore(limits=BuildLimits(settings.env_build_timeout_s, settings.env_build_memory_mb)).target)
     async with sandbox_pool(settings) as pool:
         worker = Worker(pool, settings)
         loop = asyncio.get_running_loop()

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import shutil
 
+from ..targets import DEFAULT_TARGET, SandboxTarget
 from .base import Backend, SandboxHandle, SandboxSpec
 
-__all__ = ["Backend", "SandboxHandle", "SandboxSpec", "choose_backend", "NoSandboxAvailable"]
+__all__ = ["Backend", "SandboxHandle", "SandboxSpec", "choose_backend", "NoSandboxAvailable", "UnsupportedTarget"]
 
 
 class NoSandboxAvailable(RuntimeError):
     """Neither backend can run here. rewardbox never falls back to running code unsandboxed."""
+
+
+class UnsupportedTarget(ValueError):
+    """The target cannot run on this backend (a user's own image on bubblewrap): the request's fault, a 4xx."""
 
 
 INSTALL_HINT = (
@@ -37,19 +42,24 @@ def bubblewrap_available() -> bool:
     return shutil.which("bwrap") is not None
 
 
-def choose_backend(name: str = "auto", *, image: str | None = None) -> Backend:
-    """docker | bubblewrap | auto (docker when an engine answers, else bubblewrap, else refuse). `image`: the
-    Docker image (default: the current tag of sandboxes/image); bubblewrap's root filesystem is under
-    sandboxes.image.cache_dir()."""
+def choose_backend(name: str = "auto", *, image: str | None = None,
+                   target: SandboxTarget = DEFAULT_TARGET) -> Backend:
+    """docker | bubblewrap | auto (docker when an engine answers, else bubblewrap, else refuse), started from
+    `target` (default: rewardbox's own image). `image`: the Docker image of the default target (default: the
+    current tag of sandboxes/image); bubblewrap's root filesystem is target.rootfs, else under
+    sandboxes.image.cache_dir(). A user's own image (target.foreign) runs on Docker only: UnsupportedTarget."""
     name = (name or "auto").lower()
     if name in ("docker", "auto") and (name == "docker" or docker_available()):
         from .docker_backend import DockerBackend
 
-        return DockerBackend(image)
+        return DockerBackend(image, target)
     if name in ("bubblewrap", "bwrap", "auto") and bubblewrap_available():
+        if target.foreign or (target.docker_image is not None and target.rootfs is None):
+            raise UnsupportedTarget(f"environment.image {target.docker_image!r}: a user's own image runs on the "
+                                    "Docker backend only (this server runs bubblewrap)")
         from .bwrap_backend import BubblewrapBackend
 
-        return BubblewrapBackend()
+        return BubblewrapBackend(target.rootfs)
     if name not in ("docker", "bubblewrap", "bwrap", "auto"):
         raise NoSandboxAvailable(f"unknown backend {name!r}; use docker, bubblewrap or auto")
     raise NoSandboxAvailable(INSTALL_HINT)

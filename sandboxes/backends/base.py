@@ -163,9 +163,24 @@ def runner_digest() -> str:
     return digest.hexdigest()[:12]
 
 
-def runner_command(uid_base: int, oom_control: str | None = None) -> list[str]:
+# A foreign image (a user's own, SandboxTarget.foreign) gets the base root filesystem bound read-only here: the
+# runner runs on its interpreter, through its own dynamic loader and libraries, whatever the image holds.
+FOREIGN_BASE = "/opt/rewardbox-base"
+# Real paths only: the base's own links (/lib64/ld-linux..., /lib) are absolute and would lead into the image.
+FOREIGN_LIBS = f"{FOREIGN_BASE}/usr/lib/x86_64-linux-gnu:{FOREIGN_BASE}/usr/lib"
+FOREIGN_ENV = {"PYTHONHOME": f"{FOREIGN_BASE}/usr", "REWARDBOX_BASE": FOREIGN_BASE, "REWARDBOX_BASE_LIBS": FOREIGN_LIBS}
+
+
+def foreign_loader() -> list[str]:
+    """How a binary of the base root filesystem starts in a foreign image: its own loader and libraries, never
+    the image's (whose glibc may be older, or absent)."""
+    return [f"{FOREIGN_BASE}/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "--library-path", FOREIGN_LIBS]
+
+
+def runner_command(uid_base: int, oom_control: str | None = None, foreign: bool = False) -> list[str]:
     # Not -I: it would ignore PYTHONHASHSEED. The environment is ours alone (RUNNER_ENV; nothing of the host's).
-    cmd = ["/usr/bin/python3", "-s", "/opt/rewardbox/runner.py", "--socket", "/run/rewardbox/runner.sock",
+    python = [*foreign_loader(), f"{FOREIGN_BASE}/usr/bin/python3.11"] if foreign else ["/usr/bin/python3"]
+    cmd = [*python, "-s", "/opt/rewardbox/runner.py", "--socket", "/run/rewardbox/runner.sock",
            "--uid-base", str(uid_base)]
     if oom_control:
         cmd += ["--oom-control", oom_control]

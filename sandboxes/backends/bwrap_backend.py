@@ -146,17 +146,20 @@ class BubblewrapBackend:
 
     def __init__(self, rootfs: str | Path | None = None) -> None:
         self.bwrap = shutil.which("bwrap") or "bwrap"
-        self.rootfs = Path(rootfs) if rootfs else None  # an environment's root filesystem; None: the base one
+        self.rootfs = str(rootfs) if rootfs else None  # None: the default image's (sandboxes.image.rootfs_dir())
+
+    def root(self) -> str:
+        return self.rootfs or str(rootfs_dir())
 
     def image_id(self) -> str:
-        return f"rootfs:{self.rootfs.name}" if self.rootfs else f"rootfs:{image_tag()}"
+        return f"rootfs:{self.rootfs}" if self.rootfs else f"rootfs:{image_tag()}"
 
     def check_image(self) -> None:
         if os.geteuid() != 0:
             raise RuntimeError("the bubblewrap backend needs root (distinct job uids); use the docker backend")
         if self.rootfs is not None:
-            if not self.rootfs.is_dir():
-                raise RuntimeError(f"sandbox root filesystem {self.rootfs} not found")
+            if not os.path.isdir(self.rootfs):
+                raise RuntimeError(f"environment root filesystem {self.rootfs} not found")
         elif not rootfs_ready():
             raise RuntimeError(f"sandbox root filesystem {rootfs_dir()} not built: run `make image`")
 
@@ -167,7 +170,7 @@ class BubblewrapBackend:
         oom = ["--ro-bind", oom_file, OOM_FILE] if oom_file else []
         return [
             self.bwrap,
-            "--ro-bind", str(self.rootfs or rootfs_dir()), "/",
+            "--ro-bind", self.root(), "/",
             "--proc", "/proc",
             "--dev", "/dev",
             "--bind", os.path.join(sock_dir + "-fs", "tmp"), "/tmp",

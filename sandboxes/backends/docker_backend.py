@@ -11,8 +11,11 @@ import uuid
 import docker
 from docker.errors import NotFound
 
-from ..image import image_name
+from ..image import image_name, rootfs_dir, rootfs_ready
+from ..targets import DEFAULT_TARGET, SandboxTarget
 from .base import (
+    FOREIGN_BASE,
+    FOREIGN_ENV,
     LABEL,
     RUNNER_ENV,
     SandboxSpec,
@@ -88,9 +91,10 @@ class DockerSandbox:
 class DockerBackend:
     name = "docker"
 
-    def __init__(self, image: str | None = None) -> None:
+    def __init__(self, image: str | None = None, target: SandboxTarget = DEFAULT_TARGET) -> None:
         self.client = docker.from_env(timeout=60)
-        self.image = image or image_name()
+        self.target = target
+        self.image = image or target.docker_image or image_name()
         # Tells this backend's containers from those of other pools in the same process (same owner tag):
         # remove_own() must never take another pool's live sandboxes with it.
         self.instance = uuid.uuid4().hex[:12]
@@ -106,6 +110,13 @@ class DockerBackend:
             self.client.images.get(self.image)
         except NotFound:
             raise RuntimeError(f"sandbox image {self.image} not found: run `make image`") from None
+        if self.target.foreign and not rootfs_ready():
+            raise RuntimeError(f"a user's own image runs rewardbox's runner on the base root filesystem "
+                               f"{rootfs_dir()}, which is not built: run `make image`")
+
+    def _foreign_mounts(self) -> dict:
+        """The base root filesystem, read-only, for the runner's own interpreter in a user's image."""
+        return {str(rootfs_dir()): {"bind": FOREIGN_BASE, "mode": "ro"}} if self.target.foreign else {}
 
     async def start(self, uid_base: int, spec: SandboxSpec) -> DockerSandbox:
         sock_dir = new_socket_dir()
@@ -115,7 +126,8 @@ class DockerBackend:
         def run() -> str:
             container = self.client.containers.run(
                 self.image,
-                command=runner_command(uid_base, "/sys/fs/cgroup/memory/memory.oom_control"),
+                # As the entrypoint: a user's image may set one, and the runner is the container's init, nothing else.
+                entrypoint=runner_command(uid_base, "/sys/fs/cgroup/memory/memory.oom_control", self.target.foreign),
                 name=f"rewardbox-{uuid.uuid4().hex[:12]}",
                 detach=True,
                 # Nothing of it stays once its runner ends, also when its owner died without removing it (the
@@ -138,8 +150,8 @@ class DockerBackend:
                 security_opt=["no-new-privileges"],
                 log_config={"type": "none"},  # a job printing forever must not fill the host disk
                 volumes={runner_dir: {"bind": "/opt/rewardbox", "mode": "ro"},
-                         sock_dir: {"bind": "/run/rewardbox", "mode": "rw"}},
-                environment=RUNNER_ENV,
+                         sock_dir: {"bind": "/run/rewardbox", "mode": "rw"}, **self._foreign_mounts()},
+                environment={**RUNNER_ENV, **(FOREIGN_ENV if self.target.foreign else {})},
                 user="0:0",
                 hostname="sandbox",
                 # Nothing of the host's: no name server or search domain of its resolv.conf, no cgroup path.

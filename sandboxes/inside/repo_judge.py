@@ -52,6 +52,11 @@ ROOM_MARGIN_INODES = 512
 EXIT_GRACE_S = 0.5  # after the test process exits, how long its report pipe may stay open (a forked child)
 FLUSH_S = 0.05  # the reporter sends verdicts at least this often (repo_reporter.Frames)
 PROGRAM = {"code": "import repo_reporter\nrepo_reporter.main()\n", "filename": "rewardbox_pytest.py"}
+# A task's own interpreter (job["python"]: an environment's, a user's image's) cannot be forked from our zygote: the
+# test process execs it, and it imports our reporter from our read-only folder before anything of the
+# repository's can be on its path (-E: no PYTHONPATH, -s: no user site; '' goes too).
+OWN_PYTHON_BOOT = ("import sys\nsys.path[:] = ['/opt/rewardbox'] + [p for p in sys.path if p]\n"
+                   "import repo_reporter\nrepo_reporter.warm_up()\nrepo_reporter.main()\n")
 
 
 class _Unfit(Exception):
@@ -61,7 +66,14 @@ class _Unfit(Exception):
 def repo_job(runner, job: dict, limits: dict) -> dict:
     started = time.monotonic()
     repo = job.get("repo") or {}
+    if job.get("python") and not os.access(str(job["python"]), os.X_OK):  # the request named a wrong interpreter
+        return {"status": "ok", "events": [{"event": "python_missing", "python": str(job["python"])[:300]}]}
     snap = CACHE.get(str(repo.get("id")))
+    if snap is None and repo.get("path"):  # the repository is in the image (SandboxTarget.repo_path, e.g. /testbed)
+        try:
+            snap = CACHE.put(str(repo["id"]), ws.load_dir(str(repo["path"])))
+        except (ws.BadSnapshot, OSError) as e:
+            return {"status": "sandbox_error", "error": f"repository {repo['path']} in the image: {e}"}
     if snap is None:
         if not repo.get("archive_b64"):
             return {"status": "ok", "events": [{"event": "repo_missing", "id": repo.get("id")}]}
@@ -197,8 +209,8 @@ def _prepare(snap: ws.Snapshot, files: dict) -> dict:
 def _apply_patch(runner, patch: str, strip: int) -> dict:
     rt = _rt(runner)
     proc = rt.Proc(runner, runner.zygote, runner.judge_uid, WORKSPACE, {**rt.DEFAULT_LIMITS, **PATCH_LIMITS})
-    argv = ["/usr/bin/patch", f"-p{strip}", "--force", "--unified", "--no-backup-if-mismatch", "--reject-file=-",
-            "--remove-empty-files", "--quoting-style=literal"]
+    argv = [*_base_tool("/usr/bin/patch"), f"-p{strip}", "--force", "--unified", "--no-backup-if-mismatch",
+            "--reject-file=-", "--remove-empty-files", "--quoting-style=literal"]
     proc.start({"argv": argv}, patch, None, {"LC_ALL": "C"})
     proc.wait_until(time.monotonic() + PATCH_LIMITS["wall_s"])
     res = proc.result()
@@ -210,6 +222,16 @@ def _apply_patch(runner, patch: str, strip: int) -> dict:
     why = {"timeout": "patch ran out of time", "memory_limit": "patch ran out of memory",
            "output_limit": "patch printed too much"}.get(res["status"], f"patch exited with {res['exit_code']}")
     return {"ok": False, "message": f"the patch does not apply ({why}):\n{output}"[:MESSAGE_CAP]}
+
+
+def _base_tool(path: str) -> list[str]:
+    """How a tool of ours starts: in a user's own image (REWARDBOX_BASE set by the backend), the base root
+    filesystem's binary through its own loader and libraries, since the image may have none or another."""
+    base = os.environ.get("REWARDBOX_BASE")
+    if not base:
+        return [path]
+    loader = f"{base}/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+    return [loader, "--library-path", os.environ["REWARDBOX_BASE_LIBS"], base + path]
 
 
 def _fix_up(snap: ws.Snapshot, job: dict) -> dict:
@@ -422,8 +444,14 @@ def _run_tests(runner, job: dict, limits: dict, fix: dict, deadline: float, even
     frames = Frames(token, listed)
     timed_out: str | None = None
     r, w = os.pipe()
-    proc = rt.Proc(runner, _pytest_zygote(runner), runner.cand_uid, WORKSPACE, proc_limits)
-    proc.start(PROGRAM, json.dumps(config), None, env, extra_fds=(w,))  # spawn closes our copy of w
+    python = job.get("python")
+    if python:  # the task's interpreter, with its own installed packages
+        proc = rt.Proc(runner, runner.zygote, runner.cand_uid, WORKSPACE, proc_limits)
+        program: dict = {"argv": [str(python), "-E", "-s", "-B", "-c", OWN_PYTHON_BOOT]}
+    else:
+        proc = rt.Proc(runner, _pytest_zygote(runner), runner.cand_uid, WORKSPACE, proc_limits)
+        program = PROGRAM
+    proc.start(program, json.dumps(config), None, env, extra_fds=(w,))  # spawn closes our copy of w
     os.set_blocking(r, False)
     reader = wire.FdReader(r)
     exited_at = None

@@ -101,6 +101,34 @@ def load(data: bytes) -> Snapshot:
     return Snapshot(entries, _unpack_wheels(entries))
 
 
+def load_dir(root: str) -> Snapshot:
+    """A repository already in the image (e.g. /testbed): its files, read by the runner (trusted: the image is the
+    user's own and no job has run yet). Version control data (.git) and links that leave it are left out."""
+    entries: dict[str, Entry] = {}
+    root = os.path.normpath(root)
+    if not os.path.isdir(root):
+        raise BadSnapshot("no such directory")
+    for here, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not (here == root and d == ".git"))
+        for name in [*dirs, *sorted(files)]:
+            path = os.path.join(here, name)
+            rel = clean_rel(os.path.relpath(path, root))
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                link = os.readlink(path)
+                target = os.path.normpath(os.path.join(os.path.dirname(rel), link))
+                if not (link.startswith("/") or target == ".." or target.startswith("../")):
+                    entries[rel] = Entry("l", link.encode("utf-8", "surrogateescape"))
+                if name in dirs:
+                    dirs.remove(name)
+            elif stat.S_ISDIR(st.st_mode):
+                entries[rel] = Entry("d")
+            elif stat.S_ISREG(st.st_mode):
+                with open(path, "rb") as f:
+                    entries[rel] = Entry("f", f.read(), bool(st.st_mode & 0o111))
+    return Snapshot(entries, _unpack_wheels(entries))
+
+
 def _unpack_wheels(entries: dict[str, Entry]) -> dict[str, bytes]:
     """Pure-Python wheels from wheels/*.whl, installed the way pip lays them out (purelib/platlib data folded in,
     scripts and headers skipped)."""

@@ -58,6 +58,8 @@ def session_job(runner, job: dict, limits: dict) -> dict:
     build_ms = (time.monotonic() - started) * 1000
     proc = rt.Proc(runner, runner.zygote, runner.cand_uid, WORKSPACE, limits)
     env = {"HOME": WORKSPACE, "TMPDIR": "/tmp", "TERM": "dumb"}
+    if job.get("path_first"):  # the environment's interpreter (e.g. a conda env's bin) before the system's
+        env["PATH"] = str(job["path_first"]) + ":/usr/local/bin:/usr/bin:/bin"
     proc.start({"argv": ["/bin/sh", "-c", str(job.get("command") or "")]}, job.get("stdin") or "", None, env)
     proc.wait_until(time.monotonic() + float(limits["wall_s"]))
     result = proc.result()
