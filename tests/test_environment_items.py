@@ -1,0 +1,95 @@
+"""Items and sessions naming a built environment by id, through the real service (`rewardbox serve`), on both
+backends: POST /environments builds it, an item with `environment.id` imports its compiled wheel, a session runs
+in it, and an id the store does not know (or whose build failed) is a 4xx naming `environment`."""
+
+from __future__ import annotations
+
+import base64
+import io
+import tarfile
+import time
+
+import httpx
+import pytest
+
+from .conftest import BACKENDS, start_server, stop_server
+
+# A compiled wheel (markupsafe's _speedups) the default image lacks; small, so the build is quick.
+SPEC = {"python": ["markupsafe==2.1.5"]}
+CODE = "import markupsafe._speedups as s\ndef escaped(x):\n    return str(s.escape(x))\n"
+TESTS = {"kind": "function", "entry_point": "escaped", "cases": [{"args": ["<a>"], "expected": "&lt;a&gt;"}]}
+BUILD_S = 600
+
+
+def _wait_ready(api: httpx.Client, env_id: str) -> dict:
+    deadline = time.monotonic() + BUILD_S
+    while time.monotonic() < deadline:
+        record = api.get(f"/environments/{env_id}").json()
+        if record["state"] != "building":
+            return record
+        time.sleep(1)
+    raise AssertionError(f"environment {env_id} still building after {BUILD_S} s")
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def api(request):
+    proc, url = start_server({"REWARDBOX_BACKEND": request.param, "REWARDBOX_SESSION_POOL_SIZE": "1"})
+    try:
+        with httpx.Client(base_url=url, timeout=300) as client:
+            posted = client.post("/environments", json=SPEC)
+            assert posted.status_code in (200, 202), posted.text
+            record = _wait_ready(client, posted.json()["id"])
+            assert record["state"] == "ready", record
+            client.env_id = record["id"]  # type: ignore[attr-defined]
+            yield client
+    finally:
+        stop_server(proc)
+
+
+def _item(env: dict | None) -> dict:
+    body = {"language": "python", "code": CODE, "tests": TESTS, "profile": "binary"}
+    return {**body, "environment": env} if env is not None else body
+
+
+def test_an_item_in_the_environment_uses_its_compiled_wheel(api):
+    r = api.post("/reward", json=_item({"id": api.env_id}))
+    assert r.status_code == 200 and r.json()["status"] == "passed", r.text
+    assert api.env_id in api.get("/readyz").json()["environments"]
+
+
+def test_the_same_item_in_the_default_image_lacks_the_wheel(api):
+    r = api.post("/reward", json=_item(None))
+    assert r.status_code == 200 and r.json()["status"] != "passed", r.text
+
+
+def test_an_unknown_environment_id_is_a_4xx_naming_environment(api):
+    r = api.post("/reward", json=_item({"id": "0" * 64}))
+    assert 400 <= r.status_code < 500, r.text
+    assert "environment" in r.text, r.text
+
+
+def test_an_environment_whose_build_failed_is_a_4xx_for_items(api):
+    posted = api.post("/environments", json={"setup": ["echo this build fails on purpose; exit 7"]})
+    assert posted.status_code in (200, 202), posted.text
+    record = _wait_ready(api, posted.json()["id"])
+    assert record["state"] == "failed" and "fails on purpose" in record.get("log_tail", ""), record
+    r = api.post("/reward", json=_item({"id": record["id"]}))
+    assert 400 <= r.status_code < 500 and "environment" in r.text, r.text
+
+
+def _archive() -> str:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        data = b"def f():\n    return 1\n"
+        info = tarfile.TarInfo("pkg/mod.py")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_a_session_in_the_environment_imports_its_compiled_wheel(api):
+    r = api.post("/sessions", json={"repo": {"archive_b64": _archive()}, "environment": {"id": api.env_id}})
+    assert r.status_code == 201, r.text
+    sid = r.json()["session_id"]
+    out = api.post(f"/sessions/{sid}/exec", json={"command": "python3 -c 'import markupsafe._speedups; print(1)'"})
+    assert out.status_code == 200 and out.json()["stdout"].strip() == "1", out.text
