@@ -51,7 +51,8 @@ class RepoGrader:
     async def grade(self, repo_id: str, patch: str | None, files: dict[str, str] | None, tests: Any,
                     limits: Limits) -> Outcome:
         """tests: service.repo_models.RepoTests."""
-        job = {"test_files": tests.test_files, "tests": tests.listed(), "args": tests.pytest_args()}
+        job = {"test_files": tests.test_files, "tests": tests.listed(), "args": tests.pytest_args(),
+               "framework": tests.framework}
         if files is not None:
             job["files"] = files
         else:
