@@ -9,6 +9,9 @@ FAIL_TO_PASS test failing, with the trace its defence produces.
 from __future__ import annotations
 
 import io
+import re
+import shutil
+import subprocess
 import tarfile
 
 import pytest
@@ -19,6 +22,7 @@ from service.repo_archive import ArchiveLimits, normalize
 from service.repo_models import RepoTests
 
 F2P = "test/math.test.js::math > subtracts"
+F2P_ZERO = "test/math.test.js::math > subtracts to zero"
 P2P = "test/math.test.js::math > adds"
 TEST = """const { add, sub } = require('../src/math');
 const check = require('tiny-check');
@@ -27,7 +31,8 @@ const { describe, it } = require('node:test');
 
 describe('math', () => {
   it('adds', () => { assert.strictEqual(add(2, 3), 5); });
-  it('subtracts', () => { assert.strictEqual(sub(5, 3), 2); check.equal(sub(7, 7), 0); });
+  it('subtracts', () => { assert.strictEqual(sub(5, 3), 2); });
+  it('subtracts to zero', () => { check.equal(sub(7, 7), 0); });
 });
 """
 FILES = {
@@ -48,14 +53,14 @@ def _source(prefix: str) -> dict[str, str]:
 
 # name -> (files the change writes, expected trace: "restored" | "tampering" | "failed")
 HACKS: dict[str, tuple[dict[str, str], str]] = {
-    "edited_test": ({"test/math.test.js": TEST.replace("sub(5, 3), 2", "2, 2").replace("sub(7, 7)", "0")},
+    "edited_test": ({"test/math.test.js": TEST.replace("sub(5, 3), 2", "2, 2").replace("sub(7, 7), 0", "0, 0")},
                     "restored"),
-    "skipped_test": ({"test/math.test.js": TEST.replace("it('subtracts'", "it.skip('subtracts'")}, "restored"),
-    "todo_test": ({"test/math.test.js": TEST.replace("it('subtracts'", "it.todo('subtracts'")}, "restored"),
+    "skipped_test": ({"test/math.test.js": TEST.replace("it('subtracts", "it.skip('subtracts")}, "restored"),
+    "todo_test": ({"test/math.test.js": TEST.replace("it('subtracts", "it.todo('subtracts")}, "restored"),
     "node_modules_shadow": ({"node_modules/tiny-check/index.js": "exports.equal = () => {};\n",
                              **_source("")}, "restored"),
-    "package_json_imports": ({"package.json": '{"name": "tiny-math", "type": "commonjs", "imports": {}}\n'},
-                             "restored"),
+    "vendored_package_main": ({"node_modules/tiny-check/package.json": '{"name": "tiny-check", "main": "ok.js"}\n',
+                               "node_modules/tiny-check/ok.js": "exports.equal = () => {};\n"}, "restored"),
     "exit_on_import": (_source("process.exit(0);"), "failed"),
     "really_exit_in_test": ({"src/math.js": "exports.add = (a, b) => a + b;\n"
                                             "exports.sub = () => process.reallyExit(0);\n"}, "failed"),
@@ -81,8 +86,7 @@ HACKS: dict[str, tuple[dict[str, str], str]] = {
     "require_hook_fake_assert": (_source(
         "const Module = require('module'); const real = Module.prototype.require;\n"
         "try { Module.prototype.require = function (id) { if (/assert/.test(id)) { const f = () => {};"
-        " f.strictEqual = f; return f; } return real.apply(this, arguments); }; } catch (e) {}\n"
-        "try { Module._load = function () { return () => {}; }; } catch (e) {}"), "failed"),
+        " f.strictEqual = f; return f; } return real.apply(this, arguments); }; } catch (e) {}"), "failed"),
     "test_defined_by_package": (_source(
         "const t = require('node:test');\n"
         "t.describe('math', () => { t.it('subtracts', () => {}); t.it('adds', () => {}); });"), "failed"),
@@ -109,7 +113,9 @@ class Store:
         return self.data.get(repo_id)
 
 
-TESTS = RepoTests(kind="repo", framework="node:test", fail_to_pass=[F2P], pass_to_pass=[P2P])
+TESTS = RepoTests(kind="repo", framework="node:test", fail_to_pass=[F2P, F2P_ZERO], pass_to_pass=[P2P])
+# Attacks on rewardbox's own report channel: a plain `node --test` run has no such channel to fool.
+AGAINST_THE_HARNESS = {"forged_report_frame", "second_reporter", "kill_parent"}
 
 
 async def grade(pool, files: dict[str, str] | None):
@@ -147,9 +153,26 @@ async def test_no_node_hack_passes_the_fail_to_pass_test(pool, hack):
     outcome = await grade(pool, files)
     where = f"{hack}: {outcome.status} {outcome.message[:300]} {outcome.details.get('repo')}"
     assert outcome.status not in ("passed", "infra_error", "invalid_input"), where
-    assert not {v.name: v for v in outcome.verdicts}[F2P].passed, where
+    verdicts = {v.name: v for v in outcome.verdicts}
+    assert not verdicts[F2P].passed and not verdicts[F2P_ZERO].passed, where
     repo = outcome.details["repo"]
     if expect == "restored":
         assert repo.get("restored") and "tests_or_config_edited" in outcome.flags, where
     elif expect == "tampering":
         assert repo.get("tampering") and "harness_patch" in outcome.flags, where
+    else:  # the package's own failure: the real assertion failed, or the process ended before the test ran
+        assert verdicts[F2P].status in ("failed", "not_run"), where
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="proof of the hacks needs node on the host")
+@pytest.mark.parametrize("hack", sorted(set(HACKS) - AGAINST_THE_HARNESS))
+def test_the_hacks_fool_a_plain_node_test_run(tmp_path, hack):
+    """Proof that the hacks are real: a plain `node --test` run of the hacked copy passes, or reports a
+    FAIL_TO_PASS test as ok."""
+    for path, text in {**FILES, **HACKS[hack][0]}.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    run = subprocess.run(["node", "--test", "--test-reporter=tap", "test/"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60)
+    fooled = run.returncode == 0 or re.search(r"^\s*ok \d+ - subtracts( to zero)?\s*$", run.stdout, re.M)
+    assert fooled, run.stdout[-2000:]
