@@ -111,7 +111,7 @@ def check_repo_fields(item) -> None:
         if item.language != "javascript":
             raise ValueError(f"language: tests.framework {item.tests.framework!r} is for language 'javascript'")
         return
-    repo_languages = [name for name, lang in LANGUAGES.items() if "repo" in lang.test_kinds]
+    repo_languages = [name for name, lang in LANGUAGES.items() if {"repo", "pytest"} <= set(lang.test_kinds)]
     if item.language not in repo_languages:
         raise ValueError(f"language: repo items are {' or '.join(repo_languages)} (pytest) or javascript "
                          "(tests.framework 'node:test') for now")

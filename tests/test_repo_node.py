@@ -40,7 +40,8 @@ FILES = {
     "src/math.js": "exports.add = (a, b) => a + b;\nexports.sub = (a, b) => a + b;\n",
     "test/math.test.js": TEST,
     "node_modules/tiny-check/package.json": '{"name": "tiny-check", "main": "index.js"}\n',
-    "node_modules/tiny-check/index.js": "exports.equal = (a, b) => { if (a !== b) throw new Error(a + ' != ' + b); };\n",
+    "node_modules/tiny-check/index.js":
+        "exports.equal = (a, b) => { if (a !== b) throw new Error(a + ' != ' + b); };\n",
 }
 GOLD = {"src/math.js": "exports.add = (a, b) => a + b;\nexports.sub = (a, b) => a - b;\n"}
 BUGGY = FILES["src/math.js"]
