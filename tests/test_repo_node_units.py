@@ -106,8 +106,11 @@ def test_the_running_test_of_a_timed_out_file_is_the_timeout():
     assert [v["status"] for v in out["verdicts"]] == ["timeout", "not_run"]
 
 
-@pytest.mark.parametrize("path", ["package.json", "sub/pkg/package.json", ".npmrc", "jest.config.js",
-                                  "babel.config.json", ".babelrc", ".mocharc.yml", "node_modules/chai/index.js", "a/node_modules/x.js"])
+PROTECTED = ["package.json", "sub/pkg/package.json", ".npmrc", "jest.config.js", "babel.config.json", ".babelrc",
+             ".mocharc.yml", "node_modules/chai/index.js", "a/node_modules/x.js"]
+
+
+@pytest.mark.parametrize("path", PROTECTED)
 def test_node_config_and_vendored_packages_are_protected(path):
     assert repo_workspace.is_protected(path)
 
