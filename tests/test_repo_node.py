@@ -24,6 +24,7 @@ from service.repo_models import RepoTests
 F2P = "test/math.test.js::math > subtracts"
 F2P_ZERO = "test/math.test.js::math > subtracts to zero"
 P2P = "test/math.test.js::math > adds"
+P2P_ESM = "test/esm cases/math.test.mjs::adds from an ES module"
 TEST = """const { add, sub } = require('../src/math');
 const check = require('tiny-check');
 const assert = require('node:assert');
@@ -39,6 +40,9 @@ FILES = {
     "package.json": '{"name": "tiny-math", "version": "1.0.0", "scripts": {"test": "node --test"}}\n',
     "src/math.js": "exports.add = (a, b) => a + b;\nexports.sub = (a, b) => a + b;\n",
     "test/math.test.js": TEST,
+    "test/esm cases/math.test.mjs": "import { test } from 'node:test';\nimport assert from 'node:assert/strict';\n"
+                                    "import math from '../../src/math.js';\n"
+                                    "test('adds from an ES module', () => { assert.equal(math.add(1, 1), 2); });\n",
     "node_modules/tiny-check/package.json": '{"name": "tiny-check", "main": "index.js"}\n',
     "node_modules/tiny-check/index.js":
         "exports.equal = (a, b) => { if (a !== b) throw new Error(a + ' != ' + b); };\n",
@@ -114,7 +118,8 @@ class Store:
         return self.data.get(repo_id)
 
 
-TESTS = RepoTests(kind="repo", framework="node:test", fail_to_pass=[F2P, F2P_ZERO], pass_to_pass=[P2P])
+TESTS = RepoTests(kind="repo", framework="node:test", fail_to_pass=[F2P, F2P_ZERO],
+                  pass_to_pass=[P2P, P2P_ESM])
 # Attacks on rewardbox's own report channel: a plain `node --test` run has no such channel to fool.
 AGAINST_THE_HARNESS = {"forged_report_frame", "second_reporter", "kill_parent"}
 
@@ -137,7 +142,7 @@ async def test_empty_change_fails_the_fail_to_pass_test_and_keeps_the_others(poo
     verdicts = {v.name: v for v in outcome.verdicts}
     assert outcome.status == "failed", outcome.message
     assert not verdicts[F2P].passed and verdicts[F2P].status == "failed"
-    assert verdicts[P2P].passed
+    assert verdicts[P2P].passed and verdicts[P2P_ESM].passed
 
 
 async def test_a_listed_test_the_file_does_not_define_is_not_run(pool):

@@ -58,6 +58,7 @@ def test_a_test_defined_by_another_file_gets_that_files_id():
 
 def test_file_urls_are_read_as_paths():
     assert repo_node.test_id(ROOT, f"file://{ROOT}/t.mjs", ["x"]) == "t.mjs::x"
+    assert repo_node.test_id(ROOT, f"file://{ROOT}/my%20tests/t.mjs", ["x"]) == "my tests/t.mjs::x"
 
 
 def test_a_frame_without_the_token_is_tampering():

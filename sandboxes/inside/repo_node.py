@@ -18,6 +18,7 @@ import json
 import os
 import secrets
 import time
+import urllib.parse
 
 INSIDE = "/opt/rewardbox"
 NODE = "/usr/bin/node"
@@ -33,8 +34,8 @@ def file_of(test_id: str) -> str:
 
 def test_id(root: str, file: str, path: list[str]) -> str | None:
     """The listed-id form of a case frame, or None for a test defined outside the workspace."""
-    if file.startswith("file://"):
-        file = file[len("file://"):]
+    if file.startswith("file://"):  # ESM test files: a URL (percent-encoded)
+        file = urllib.parse.unquote(file[len("file://"):])
     prefix = root.rstrip("/") + "/"
     if not file.startswith(prefix):
         return None
@@ -118,8 +119,7 @@ def run_node_tests(runner, rt, job: dict, limits: dict, fix: dict, deadline: flo
             timed_out[rel] = "the whole run exceeded the item's time limit"
             continue
         remaining = max(1.0, deadline - time.monotonic())
-        proc_limits = {**limits, "wall_s": remaining, "cpu_s": remaining, "nofile": max(int(limits["nofile"]), 256),
-                       "nproc": max(int(limits.get("nproc", 1)), 64)}
+        proc_limits = {**limits, "wall_s": remaining, "cpu_s": remaining, "nofile": max(int(limits["nofile"]), 256)}
         frames = NodeFrames(token, workspace)
         per_file[rel] = frames
         r, w = os.pipe()
