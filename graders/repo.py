@@ -53,7 +53,8 @@ class RepoGrader:
                     limits: Limits) -> Outcome:
         """tests: service.repo_models.RepoTests. repo_id None: the repository in the target's image
         (target.repo_path), which each sandbox reads once itself."""
-        job: dict[str, Any] = {"test_files": tests.test_files, "tests": tests.listed(), "args": tests.pytest_args()}
+        job: dict[str, Any] = {"test_files": tests.test_files, "tests": tests.listed(), "args": tests.pytest_args(),
+                               "framework": tests.framework}
         if self.target.foreign or self.target.python != DEFAULT_TARGET.python:
             job["python"] = self.target.python  # not forked from our zygote: the task's interpreter, exec'd
         if files is not None:

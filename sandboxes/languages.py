@@ -186,8 +186,8 @@ LANGUAGES: dict[str, Language] = {
         Language("javascript", "solution.js", ("node", "--check", "{src}"),
                  ("node", "--max-old-space-size={mem}", NODE_STACK, "solution.js"), ("node", "--version"),
                  compile_memory_mb=256, compile_headroom_mb=1024, as_headroom_mb=1024, env=_NODE_ENV,
-                 runs_source=True, aliases=("nodejs",), test_kinds=("function", "io"), linter="eslint",
-                 flag_scanner="javascript", judge_host_argv=_NODE_JUDGE_HOST),
+                 runs_source=True, aliases=("nodejs",), test_kinds=("function", "io", "repo"), linter="eslint",
+                 flag_scanner="javascript", judge_host_argv=_NODE_JUDGE_HOST),  # repo: node:test (repo_node.py)
         Language("typescript", "solution.ts", ("node", f"{INSIDE}/ts_compile.js", "{src}", f"{OUT}/solution.js"),
                  ("node", "--max-old-space-size={mem}", NODE_STACK, "solution.js"),
                  ("node", "-p", f"'node ' + process.version + ' typescript ' + require('{NODE_MODULES}/typescript')"

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from sandboxes.languages import LANGUAGES
 
 MAX_TESTS = 20000
+NODE_FRAMEWORKS = ("node:test",)
 PYTEST_COMMANDS = (("pytest",), ("py.test",), ("python", "-m", "pytest"), ("python3", "-m", "pytest"))
 
 
@@ -44,6 +45,9 @@ class RepoTests(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["repo"]
+    framework: Literal["pytest", "node:test"] = Field(
+        "pytest", description="the repository's test runner: pytest (language python) or node:test (language "
+        "javascript; ids `path/file.test.js::suite > test`, docs/repo-node.md)")
     test_files: dict[str, str] = Field(default_factory=dict, description="trusted test files, written last")
     fail_to_pass: list[str] = Field(default_factory=list, max_length=MAX_TESTS)
     pass_to_pass: list[str] = Field(default_factory=list, max_length=MAX_TESTS)
@@ -66,6 +70,8 @@ class RepoTests(BaseModel):
     def _some_test(self) -> RepoTests:
         if not self.fail_to_pass and not self.pass_to_pass:
             raise ValueError("tests: list at least one node id in fail_to_pass or pass_to_pass")
+        if self.framework != "pytest" and self.command is not None:
+            raise ValueError("tests.command: only for framework pytest")
         self.pytest_args()
         return self
 
@@ -103,6 +109,11 @@ def check_repo_fields(item) -> None:
         raise ValueError("give exactly one of patch (a unified diff; may be empty) and files")
     if item.files is not None:
         item.files = {safe_path(p): content for p, content in item.files.items()}
-    repo_languages = [name for name, lang in LANGUAGES.items() if "repo" in lang.test_kinds]
+    if item.tests.framework in NODE_FRAMEWORKS:
+        if item.language != "javascript":
+            raise ValueError(f"language: tests.framework {item.tests.framework!r} is for language 'javascript'")
+        return
+    repo_languages = [name for name, lang in LANGUAGES.items() if {"repo", "pytest"} <= set(lang.test_kinds)]
     if item.language not in repo_languages:
-        raise ValueError(f"language: repo items are {' or '.join(repo_languages)} (pytest) for now")
+        raise ValueError(f"language: repo items are {' or '.join(repo_languages)} (pytest) or javascript "
+                         "(tests.framework 'node:test') for now")

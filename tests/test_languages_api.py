@@ -8,7 +8,7 @@ from tests.language_programs import FIZZBUZZ, fizzbuzz
 def test_info_lists_every_language_with_its_test_kinds(api):
     info = api.get("/v1/info").json()
     assert set(info["languages"]) >= {"python", "javascript", "typescript", "c", "cpp", "java", "go", "rust", "bash"}
-    assert info["test_kinds"]["javascript"] == ["function", "io"]
+    assert info["test_kinds"]["javascript"] == ["function", "io", "repo"]
     assert info["test_kinds"]["rust"] == ["io", "rust_test"]
     assert info["test_kinds"]["c"] == ["io"]
 

@@ -33,6 +33,7 @@ import sys
 import time
 import traceback
 
+import repo_node
 import repo_workspace as ws
 import wire
 
@@ -107,7 +108,11 @@ def repo_job(runner, job: dict, limits: dict) -> dict:
         return _patch_failed(event, fix["error"], marks)
     event.update({k: fix[k] for k in ("changed", "deleted", "restored", "edited_tests", "changed_sources")})
     t = time.monotonic()
-    result = _run_tests(runner, job, limits, fix, started + float(limits["total_s"]), event)
+    if job.get("framework") == "node:test":
+        result = repo_node.run_node_tests(runner, _rt(runner), job, limits, fix, started + float(limits["total_s"]),
+                                          WORKSPACE, event)
+    else:
+        result = _run_tests(runner, job, limits, fix, started + float(limits["total_s"]), event)
     marks["tests_ms"] = _ms(t)
     marks["total_ms"] = _ms(started)
     event["timings"] = {**{k: round(v, 3) for k, v in marks.items()}, **event.pop("reporter_timings", {})}

@@ -30,6 +30,11 @@ PROTECTED_NAMES = ("conftest.py", "sitecustomize.py", "usercustomize.py")
 PROTECTED_SUFFIXES = (".pth",)
 # pytest's configuration files at the repository root, in pytest's own order of precedence (9.x).
 ROOT_CONFIGS = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+# Node: files that decide how modules resolve and how test runners are configured (any depth), and vendored
+# packages (node_modules/**): a change planting node_modules/chai or a package.json "imports" map would hand the
+# tests a fake library.
+NODE_PROTECTED_NAMES = ("package.json", ".npmrc", ".babelrc", ".swcrc")
+NODE_PROTECTED_PREFIXES = ("jest.config.", "babel.config.", ".babelrc.", ".mocharc.", "vitest.config.", "jest.setup.")
 MAX_PATH = 1024
 
 
@@ -311,6 +316,9 @@ def read_file(root: str, rel: str, cap: int) -> bytes | None:
 
 
 def is_protected(rel: str) -> bool:
-    """conftest.py, sitecustomize.py, usercustomize.py and .pth files anywhere; pytest's config files at the root."""
+    """conftest.py, sitecustomize.py, usercustomize.py and .pth files anywhere; pytest's config files at the root;
+    Node's package.json/.npmrc/test-runner and transpiler configs anywhere and everything under node_modules."""
     name = rel.rsplit("/", 1)[-1]
-    return name in PROTECTED_NAMES or name.endswith(PROTECTED_SUFFIXES) or rel in ROOT_CONFIGS
+    return (name in PROTECTED_NAMES or name.endswith(PROTECTED_SUFFIXES) or rel in ROOT_CONFIGS
+            or name in NODE_PROTECTED_NAMES or name.startswith(NODE_PROTECTED_PREFIXES)
+            or "node_modules" in rel.split("/"))
