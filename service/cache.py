@@ -60,15 +60,14 @@ def encode_tests(tests: Any) -> EncodedTests:
 def cache_key(item: RewardItem, versions: dict[str, str], dump: dict[str, Any] | None = None,
               tests: EncodedTests | None = None) -> str:
     """dump: the item's model_dump(mode="json"), tests: its tests encoded, when the caller has them already. The
-    bytes hashed are canonical({"item": <KEY_FIELDS of dump>, "versions": versions}), the tests spliced in as
-    encoded (the same bytes canonical() gives for the whole)."""
-    content = {k: v for k, v in (dump or item.model_dump(mode="json")).items() if k in KEY_FIELDS}
-    h = hashlib.sha256(b'{"item":{')
-    for i, k in enumerate(sorted(content)):
-        h.update(((',' if i else '') + json.dumps(k) + ":").encode())
-        h.update((tests.json if k == "tests" and tests is not None else canonical(content[k])).encode())
-    h.update(('},"versions":' + canonical(versions) + "}").encode())
-    return h.hexdigest()
+    key is the sha256 of canonical({"item": <KEY_FIELDS of dump but tests>, "tests": <sha256 of the canonical
+    tests>, "versions": versions}): the tests (megabytes for io items) are hashed once, and that digest is also
+    their name in the rollout store."""
+    dump = dump or item.model_dump(mode="json")
+    content = {k: v for k, v in dump.items() if k in KEY_FIELDS and k != "tests"}
+    tests = tests or encode_tests(dump.get("tests"))
+    return hashlib.sha256(canonical({"item": content, "tests": tests.sha256, "versions": versions}).encode()
+                          ).hexdigest()
 
 
 def keyed(item: RewardItem, versions: dict[str, str], dump: dict[str, Any]) -> tuple[str, EncodedTests]:

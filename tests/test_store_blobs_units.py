@@ -33,19 +33,30 @@ def add(store: RolloutStore, dump: dict[str, Any], item: RewardItem, pre_encoded
     return rollout_id
 
 
-def test_the_key_is_the_hash_of_the_canonical_item_and_versions():
+def canonical_sha(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def expected_key(dump: dict[str, Any]) -> str:
+    content = {k: v for k, v in dump.items() if k in KEY_FIELDS and k != "tests"}
+    return canonical_sha({"item": content, "tests": canonical_sha(dump["tests"]), "versions": VERSIONS})
+
+
+def test_the_key_hashes_the_canonical_item_with_its_tests_digest_and_versions():
     item, dump = dumped()
-    content = {k: v for k, v in dump.items() if k in KEY_FIELDS}
-    whole = json.dumps({"item": content, "versions": VERSIONS}, sort_keys=True, separators=(",", ":"))
-    expected = hashlib.sha256(whole.encode()).hexdigest()
-    assert keyed(item, VERSIONS, dump)[0] == expected == cache_key(item, VERSIONS)
+    assert keyed(item, VERSIONS, dump)[0] == expected_key(dump) == cache_key(item, VERSIONS)
 
 
 def test_the_key_of_an_item_without_tests_is_the_canonical_one_too():
     item, dump = dumped(tests=None)
-    content = {k: v for k, v in dump.items() if k in KEY_FIELDS}
-    whole = json.dumps({"item": content, "versions": VERSIONS}, sort_keys=True, separators=(",", ":"))
-    assert keyed(item, VERSIONS, dump)[0] == hashlib.sha256(whole.encode()).hexdigest()
+    assert keyed(item, VERSIONS, dump)[0] == expected_key(dump)
+
+
+def test_the_store_names_the_tests_by_the_digest_in_the_key(tmp_path: Path):
+    store = RolloutStore(tmp_path / "r.sqlite3")
+    item, dump = dumped()
+    add(store, dump, item)
+    assert store.db.execute("SELECT sha256 FROM blobs").fetchone()[0] == canonical_sha(dump["tests"])
 
 
 def test_rollouts_sharing_tests_store_them_once_and_read_back_whole(tmp_path: Path):
