@@ -11,6 +11,7 @@ import hashlib
 import json
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from .models import ItemResult, RewardItem
@@ -38,13 +39,43 @@ def code_versions() -> dict[str, str]:
     return {**replay_versions(), "image": image_tag()}
 
 
-def cache_key(item: RewardItem, versions: dict[str, str], dump: dict[str, Any] | None = None) -> str:
-    """dump: the item's model_dump(mode="json"), when the caller has it already."""
-    # environment only when set: an item in the default image keeps the key it had before environments existed
-    content = {k: v for k, v in (dump or item.model_dump(mode="json")).items()
-               if k in KEY_FIELDS and (v is not None or k != "environment")}
-    blob = json.dumps({"item": content, "versions": versions}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()
+@dataclass(frozen=True)
+class EncodedTests:
+    """An item's tests as canonical JSON, encoded once (an io item's cases are megabytes): hashed into the cache key
+    and kept by the rollout store under their own sha256, without encoding them again."""
+
+    json: str
+    sha256: str
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def encode_tests(tests: Any) -> EncodedTests:
+    text = canonical(tests)
+    return EncodedTests(text, hashlib.sha256(text.encode()).hexdigest())
+
+
+def cache_key(item: RewardItem, versions: dict[str, str], dump: dict[str, Any] | None = None,
+              tests: EncodedTests | None = None) -> str:
+    """dump: the item's model_dump(mode="json"), tests: its tests encoded, when the caller has them already. The
+    key is the sha256 of canonical({"item": <KEY_FIELDS of dump but tests>, "tests": <sha256 of the canonical
+    tests>, "versions": versions}): the tests (megabytes for io items) are hashed once, and that digest is also
+    their name in the rollout store."""
+    dump = dump or item.model_dump(mode="json")
+    # environment only when set: an item in the default image has the key it would have without the field
+    content = {k: v for k, v in dump.items()
+               if k in KEY_FIELDS and k != "tests" and (v is not None or k != "environment")}
+    tests = tests or encode_tests(dump.get("tests"))
+    return hashlib.sha256(canonical({"item": content, "tests": tests.sha256, "versions": versions}).encode()
+                          ).hexdigest()
+
+
+def keyed(item: RewardItem, versions: dict[str, str], dump: dict[str, Any]) -> tuple[str, EncodedTests]:
+    """The cache key and the encoded tests of a dumped item, the tests encoded once for both."""
+    tests = encode_tests(dump.get("tests"))
+    return cache_key(item, versions, dump, tests), tests
 
 
 def cacheable_status(status: str) -> bool:

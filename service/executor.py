@@ -23,7 +23,8 @@ from sandboxes import Job, Result, SandboxPool
 from sandboxes.builds import Builder
 
 from .admission import Admission, Ticket
-from .cache import LocalResultCache, as_hit, cache_key, cacheable, code_versions
+from .cache import EncodedTests, LocalResultCache, as_hit, cacheable, code_versions
+from .cache import keyed as keyed_item
 from .config import Settings
 from .errors import NotStarted, Overloaded, Unavailable
 from .fair import ITEMS, LANE, RUNS, FairSlots, item_scope, request_scope
@@ -97,6 +98,7 @@ class Checked:
     item: RewardItem | Problem
     key: str = ""
     dump: dict[str, Any] | None = None
+    tests: EncodedTests | None = None  # the tests as encoded for the key, for the rollout store
 
 
 async def checked(items: Sequence[RewardItem | Any], settings: Settings, key_versions: dict[str, str]
@@ -111,7 +113,8 @@ async def checked(items: Sequence[RewardItem | Any], settings: Settings, key_ver
         if isinstance(item, Problem):
             return Checked(item)
         dump = item.model_dump(mode="json")
-        return Checked(item, cache_key(item, key_versions, dump), dump)
+        key, tests = keyed_item(item, key_versions, dump)
+        return Checked(item, key, dump, tests)
 
     async def in_thread(fn: Any, values: Sequence[Any]) -> list[Any]:
         if len(values) >= THREAD_AT:
@@ -238,9 +241,9 @@ class LocalExecutor:
             results: list[ItemResult | None] = [
                 invalid_result(raw, c.item) if isinstance(c.item, Problem) else None
                 for raw, c in zip(items, parsed, strict=True)]
-            dumps = [c.dump for c in parsed if isinstance(c.item, RewardItem)]
-            ones = [self._one(item, key, dump, i, deadline, deadline_s, use_cache, ticket, place)
-                    for (i, item), key, dump in zip(valid, keys, dumps, strict=True)]
+            good = [c for c in parsed if isinstance(c.item, RewardItem)]
+            ones = [self._one(item, key, c.dump, i, deadline, deadline_s, use_cache, ticket, place, c.tests)
+                    for (i, item), key, c in zip(valid, keys, good, strict=True)]
             # A lone item is awaited here: a task of its own would only cost a turn of the event loop.
             scored = [await ones[0]] if len(ones) == 1 else await asyncio.gather(*ones)
             for (i, _), result in zip(valid, scored, strict=True):
@@ -263,8 +266,9 @@ class LocalExecutor:
         return sum(work.values())
 
     async def _one(self, item: RewardItem, key: str, dump: dict[str, Any] | None, index: int, deadline: float,
-                   deadline_s: float, use_cache: bool, ticket: Ticket, place: Place) -> ItemResult:
-        """dump: the item's JSON form (Checked.dump), stored with its rollout."""
+                   deadline_s: float, use_cache: bool, ticket: Ticket, place: Place,
+                   tests: EncodedTests | None = None) -> ItemResult:
+        """dump: the item's JSON form (Checked.dump), stored with its rollout; tests: Checked.tests."""
         started = time.perf_counter()
         rollout_id = uuid.uuid4().hex
         if use_cache:
@@ -273,7 +277,7 @@ class LocalExecutor:
                 cached = await asyncio.shield(self._inflight[key])
             if cached is not None:
                 self.metrics.result_cache.labels("hit").inc()
-                return self._finish(item, dump, as_hit(cached, item, rollout_id), None, started, None)
+                return self._finish(item, dump, as_hit(cached, item, rollout_id), None, started, None, tests)
             self.metrics.result_cache.labels("miss").inc()
         future: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
         if use_cache:
@@ -290,7 +294,7 @@ class LocalExecutor:
                 del self._inflight[key]
             if not future.done():
                 future.cancel()
-        return self._finish(item, dump, result, payload, started, key if cacheable(result) else None)
+        return self._finish(item, dump, result, payload, started, key if cacheable(result) else None, tests)
 
     async def _score(self, item: RewardItem, rollout_id: str, deadline: float, deadline_s: float,
                      ticket: Ticket, place: Place) -> ItemResult:
@@ -311,10 +315,11 @@ class LocalExecutor:
         return result
 
     def _finish(self, item: RewardItem, dump: dict[str, Any] | None, result: ItemResult,
-                payload: dict[str, Any] | None, started: float, key: str | None) -> ItemResult:
+                payload: dict[str, Any] | None, started: float, key: str | None,
+                tests: EncodedTests | None = None) -> ItemResult:
         """dump, payload: the item's and the result's JSON forms where the caller has them already."""
         self.metrics.observe_item(result, time.perf_counter() - started)
         if self.store is not None:
             self.store.add(dump or item.model_dump(mode="json"), payload or result.model_dump(mode="json"),
-                           self.image_id, self.versions, cache_key=key)
+                           self.image_id, self.versions, cache_key=key, tests=tests if dump else None)
         return result

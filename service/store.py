@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from .cache import EncodedTests, encode_tests
 from .models import COMPONENTS
 from .rollout_summary import (
     FAILURES,
@@ -48,6 +49,12 @@ CREATE TABLE IF NOT EXISTS rollouts (
 CREATE INDEX IF NOT EXISTS rollouts_status ON rollouts (status, seq);
 CREATE INDEX IF NOT EXISTS rollouts_created ON rollouts (created_at);
 -- rollouts_cache_key is created after the migration below (stores written before it lack the column)
+-- an item's tests, kept once however many rollouts share them (the samples of one problem; io cases are MBs);
+-- a rollout with tests_blob set has its request stored without "tests" and gets them back from here when read
+CREATE TABLE IF NOT EXISTS blobs (
+    sha256 TEXT PRIMARY KEY,
+    data TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS runs (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     created_at REAL NOT NULL,
@@ -117,26 +124,39 @@ class RolloutStore:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
-        if "cache_key" not in {row[1] for row in self.db.execute("PRAGMA table_info(rollouts)")}:
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(rollouts)")}
+        if "cache_key" not in columns:
             self.db.execute("ALTER TABLE rollouts ADD COLUMN cache_key TEXT")
+        if "tests_blob" not in columns:
+            self.db.execute("ALTER TABLE rollouts ADD COLUMN tests_blob TEXT")
         self.db.execute("CREATE INDEX IF NOT EXISTS rollouts_cache_key ON rollouts (cache_key) WHERE cache_key IS "
                         "NOT NULL")
         self._writes = 0
         self._columns = [d[0] for d in self.db.execute("SELECT * FROM rollouts LIMIT 0").description]
 
     def add(self, request: dict[str, Any], result: dict[str, Any], image: str, versions: dict[str, str],
-            cache_key: str | None = None) -> None:
-        """cache_key: set for a verdict that may answer an identical item later (see cached())."""
+            cache_key: str | None = None, tests: EncodedTests | None = None) -> None:
+        """cache_key: set for a verdict that may answer an identical item later (see cached()). tests: the
+        request's tests encoded already (the executor's, from keying it); encoded here otherwise."""
+        blob = None
+        if request.get("tests") is not None:
+            tests = tests or encode_tests(request["tests"])
+            blob = tests.sha256
+            if self.db.execute("SELECT 1 FROM blobs WHERE sha256 = ?", (blob,)).fetchone() is None:
+                self.db.execute("INSERT OR IGNORE INTO blobs (sha256, data) VALUES (?, ?)", (blob, tests.json))
+            request = {k: v for k, v in request.items() if k != "tests"}
         self.db.execute(
             "INSERT OR REPLACE INTO rollouts (id, client_id, created_at, status, language, profile, reward, request,"
-            " result, image, versions, cache_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " result, image, versions, cache_key, tests_blob) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (result["rollout_id"], result.get("id"), time.time(), result["status"], request.get("language"),
              result.get("profile"), result.get("reward"), json.dumps(request), json.dumps(capped(result)), image,
-             json.dumps(versions), cache_key),
+             json.dumps(versions), cache_key, blob),
         )
         self._writes += 1
         if self._writes % 1000 == 0 or self.retention < 1000:
             self.db.execute("DELETE FROM rollouts WHERE seq <= (SELECT MAX(seq) FROM rollouts) - ?", (self.retention,))
+            self.db.execute("DELETE FROM blobs WHERE sha256 NOT IN (SELECT tests_blob FROM rollouts WHERE tests_blob"
+                            " IS NOT NULL)")
 
     def cached(self, keys: list[str], max_age_s: float) -> dict[str, dict[str, Any]]:
         """The newest stored verdict per cache key, no older than max_age_s (the result cache's TTL). Results are
@@ -193,8 +213,12 @@ class RolloutStore:
     def _row(self, row: tuple) -> dict[str, Any]:
         record = dict(zip(self._columns, row, strict=True))
         record.pop("cache_key", None)
+        blob = record.pop("tests_blob", None)
         for key in ("request", "result", "versions"):
             record[key] = json.loads(record[key]) if record[key] else None
+        if blob is not None and record["request"] is not None:
+            row = self.db.execute("SELECT data FROM blobs WHERE sha256 = ?", (blob,)).fetchone()
+            record["request"]["tests"] = json.loads(row[0]) if row else None
         return record
 
     def add_run(self, name: str, summary: dict[str, Any]) -> int:
