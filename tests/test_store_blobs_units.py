@@ -38,7 +38,8 @@ def canonical_sha(value: Any) -> str:
 
 
 def expected_key(dump: dict[str, Any]) -> str:
-    content = {k: v for k, v in dump.items() if k in KEY_FIELDS and k != "tests"}
+    content = {k: v for k, v in dump.items()
+               if k in KEY_FIELDS and k != "tests" and not (k == "environment" and v is None)}
     return canonical_sha({"item": content, "tests": canonical_sha(dump["tests"]), "versions": VERSIONS})
 
 
