@@ -101,3 +101,43 @@ def test_distributed_workers_grade_items_in_the_image(redis_server, procs):  # n
         return any(f"image:{ref}" in b.get("environments", {}) for b in beats)
 
     wait_until(reported, 30, "the worker's heartbeat to show the image's pool")
+
+
+def test_a_swebench_row_is_graded_in_its_instance_image(env_api, tmp_path):
+    """issue 28 part 6, the converter as a user runs it: a SWE-bench row (test_patch, no test_files, no snapshot)
+    and predictions, with the instance image under SWE-bench's own name on the host: the converter names the image,
+    reads the test files from it to apply the test_patch, and the items grade gold resolved, empty not resolved."""
+    import difflib
+    import json
+    import subprocess
+    import sys
+
+    import docker
+
+    from service.swebench import archive_files, instance_image, node_ids, report
+
+    name = instance_image(TASK["instance_id"], "")
+    docker.from_env().images.get(env_api.image).tag(name)
+    snapshot = archive_files(TASK["archive"])
+    # the test_patch adds a test to the task's test file; the item must carry the file as patched
+    path, old = next(iter(TASK["test_files"].items()))
+    patched = old + "\n\ndef test_added_by_the_test_patch():\n    assert True\n"
+    test_patch = "".join(difflib.unified_diff(snapshot[path].decode().splitlines(True), patched.splitlines(True),
+                                              f"a/{path}", f"b/{path}"))
+    row = {k: TASK[k] for k in ("instance_id", "FAIL_TO_PASS", "PASS_TO_PASS", "patch")}
+    row["PASS_TO_PASS"] = json.dumps([*node_ids(TASK["PASS_TO_PASS"]), f"{path}::test_added_by_the_test_patch"])
+    row.update(test_patch=test_patch, repo="pytoolz/toolz", version="1.2.0", base_commit="0" * 40)
+    (tmp_path / "instances.jsonl").write_text(json.dumps(row) + "\n")
+    preds = [{"instance_id": row["instance_id"], "model_patch": p, "model_name_or_path": m}
+             for m, p in (("gold", TASK["patch"]), ("empty", ""))]
+    (tmp_path / "preds.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    out = subprocess.run([sys.executable, "-m", "service.swebench", "--instances", str(tmp_path / "instances.jsonl"),
+                          "--predictions", str(tmp_path / "preds.jsonl"), "--image-namespace", "",
+                          "--url", str(env_api.base_url)], capture_output=True, text=True, check=True)
+    items = [json.loads(line) for line in out.stdout.splitlines()]
+    assert all(i["environment"]["image"] == name and "repo" not in i for i in items), items
+    assert items[0]["tests"]["test_files"] == {path: patched}
+    assert items[0]["metadata"]["repo"] == "pytoolz/toolz"
+    results = [env_api.post("/reward", json=i).json() for i in items]
+    resolved = [report(i, r)[row["instance_id"]]["resolved"] for i, r in zip(items, results, strict=True)]
+    assert resolved == [True, False], results
