@@ -1,5 +1,5 @@
-"""The settings table (service/config.py): parsed from REWARDBOX_* variables, documented in docs/configuration.md, and the only
-place configuration is read (nothing under sandboxes/ or graders/ looks at the environment)."""
+"""The settings table (service/config.py): parsed from REWARDBOX_* variables, documented in docs/configuration.md,
+and the only place configuration is read (nothing under sandboxes/ or graders/ looks at the environment)."""
 
 from __future__ import annotations
 
