@@ -2,6 +2,7 @@
 #   make run    HOST=0.0.0.0 PORT=8000     serve (after host set-up)
 #   make test   PYTEST_ARGS='-k foo -x'    test suite (installs redis-server too)
 #   make test-fast                         the pure unit tests (tests/test_*_units.py): no sandbox, Docker or Redis
+#   make docs                             the docs site into site/ (mkdocs build --strict: warnings fail)
 #   make lint | image | bench | setup | venv | venv-server
 #   make dist                              the wheels and sdists users install (client/ and the root), in dist/
 SHELL := /bin/bash
@@ -12,7 +13,7 @@ PY := $(VENV)/bin/python
 # open range would fetch a multi-GB CUDA build. Elsewhere: make setup TORCH='torch'.
 TORCH ?= torch==2.13.0
 
-.PHONY: venv venv-server host setup run test test-fast lint image bench dist
+.PHONY: venv venv-server host setup run test test-fast lint image bench dist docs
 
 # Two installs share .venv, each with its own stamp, redone only when pyproject.toml is newer than it:
 #   .stamp-server  what serving needs (the client and the server, both editable), for `make run`
@@ -37,7 +38,7 @@ $(VENV)/.stamp-server: pyproject.toml client/pyproject.toml
 $(VENV)/.stamp-all: pyproject.toml client/pyproject.toml
 	$(NEW_VENV)
 	$(VENV)/bin/pip install -q '$(TORCH)'
-	$(VENV)/bin/pip install -q -e ./client -e '.[dev,trainer,frameworks]'
+	$(VENV)/bin/pip install -q -e ./client -e '.[dev,trainer,frameworks,docs]'
 	$(VENV)/bin/pip install -q --no-deps verl==0.9.1 openrlhf==0.11.2  # see the frameworks extra
 	$(VENV)/bin/pip install -q --no-deps swebench==5.0.2  # SWE-bench's own grading, see the frameworks extra
 	@touch $(STAMPS)
@@ -85,3 +86,6 @@ dist: venv
 	rm -rf dist
 	$(PY) -m build -o dist client
 	$(PY) -m build -o dist .
+
+docs: venv
+	$(VENV)/bin/mkdocs build --strict

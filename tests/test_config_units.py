@@ -1,5 +1,5 @@
-"""The settings table (service/config.py): parsed from REWARDBOX_* variables, documented in the README, and the only
-place configuration is read (nothing under sandboxes/ or graders/ looks at the environment)."""
+"""The settings table (service/config.py): parsed from REWARDBOX_* variables, documented in docs/configuration.md,
+and the only place configuration is read (nothing under sandboxes/ or graders/ looks at the environment)."""
 
 from __future__ import annotations
 
@@ -32,12 +32,12 @@ def env(monkeypatch: pytest.MonkeyPatch):
     return set_env
 
 
-def test_every_setting_is_in_the_readme_table_as_generated():
-    readme = (ROOT / "README.md").read_text()
+def test_every_setting_is_in_the_docs_table_as_generated():
+    readme = (ROOT / "docs" / "configuration.md").read_text()
     rows = set(re.findall(r"^\| `(REWARDBOX_[A-Z0-9_]+)` \|", readme, re.M))
     missing = [variable(name) for name in Settings.model_fields if variable(name) not in rows]
-    assert not missing, f"README's configuration table lacks {missing}"
-    assert env_table() in readme, "README's configuration table differs from `python -m service.config`"
+    assert not missing, f"docs/configuration.md's table lacks {missing}"
+    assert env_table() in readme, "docs/configuration.md's table differs from `python -m service.config`"
 
 
 def test_variables_are_the_field_names_with_the_prefix(env):

@@ -1,0 +1,42 @@
+"""Every ```bash and ```python block in docs/*.md, run as a user would copy it against a real server started with
+defaults (the session `server` fixture: `rewardbox serve`, Docker backend). A python block followed directly by a
+```text block must print exactly that text. Blocks not meant to run are fenced ```text or ```json
+(docs/contributing.md)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+BLOCK = re.compile(r"```(bash|python)\n(.*?)```(?:\n+```text\n(.*?)```)?", re.S)
+DEFAULT_URLS = ("http://127.0.0.1:8000", "http://localhost:8000", "localhost:8000")
+
+
+def examples() -> list:
+    found = []
+    for page in sorted(DOCS.glob("*.md")):
+        for number, match in enumerate(BLOCK.finditer(page.read_text())):
+            found.append(pytest.param(match.group(1), match.group(2), match.group(3), id=f"{page.name}-{number}"))
+    return found
+
+
+def with_server(code: str, server: str) -> str:
+    for url in DEFAULT_URLS:
+        code = code.replace(url, server)
+    return code
+
+
+@pytest.mark.parametrize(("language", "code", "shown"), examples())
+def test_the_docs_example_runs_as_written(server: str, tmp_path: Path, language: str, code: str, shown: str | None):
+    code = with_server(code, server)
+    command = ["bash", "-euo", "pipefail", "-c", code] if language == "bash" else [sys.executable, "-c", code]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip(), "the example printed nothing"
+    if shown is not None:
+        assert out.stdout.strip() == shown.strip()
