@@ -89,6 +89,15 @@ def test_files_persist_between_commands_and_stdin_reaches_the_command(api, calc_
     assert out["stdout"].startswith("from stdin\n") and "README" not in out["stdout"] and out["stdout"].endswith("5\n")
 
 
+def test_python_runs_like_python3_and_its_wrapper_is_no_part_of_the_diff(api, calc_id):
+    sid = new(api, calc_id)
+    out = sh(api, sid, "python -c 'import sys; print(sys.version_info[0])' && python3 -c 'print(1)'")
+    assert out["exit_code"] == 0 and out["stdout"] == "3\n1\n", out
+    assert sh(api, sid, "printf x > /scratch/c/.rewardbox-bin/python; true")["exit_code"] == 0
+    assert sh(api, sid, "python -c 'print(2)'")["stdout"] == "2\n"  # rebuilt for every command
+    assert api.get(f"/sessions/{sid}/diff").json()["patch"] == ""
+
+
 def test_processes_do_not_outlive_their_command(api, calc_id):
     sid = new(api, calc_id)
     out = sh(api, sid, "(sleep 1.5; echo late > late.txt) >/dev/null 2>&1 & echo started")

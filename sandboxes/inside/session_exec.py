@@ -32,6 +32,11 @@ import repo_judge
 import repo_workspace as ws
 
 WORKSPACE = "/scratch/c/ws"
+# The agent's tools, on the command's PATH after the environment's own bin and before the system's: rebuilt for
+# every command (wiped with the uid's files after it) and outside the workspace, so never part of its delta.
+TOOLS = "/scratch/c/.rewardbox-bin"
+# `python` is whichever `python3` comes first on PATH (the environment's, else the image's): agents call both.
+PYTHON_WRAPPER = b'#!/bin/sh\nexec python3 "$@"\n'
 READ_CAP = 64 << 20
 # Changed bytes one command may leave (they travel back base64-encoded in one frame, and the host's frame cap is
 # 64 MiB: more would break the channel, a fault of ours caused by the program).
@@ -57,9 +62,7 @@ def session_job(runner, job: dict, limits: dict) -> dict:
         return {"status": "sandbox_error", "error": f"session workspace: {built.get('error') or built['crash']}"}
     build_ms = (time.monotonic() - started) * 1000
     proc = rt.Proc(runner, runner.zygote, runner.cand_uid, WORKSPACE, limits)
-    env = {"HOME": WORKSPACE, "TMPDIR": "/tmp", "TERM": "dumb"}
-    if job.get("path_first"):  # the environment's interpreter (e.g. a conda env's bin) before the system's
-        env["PATH"] = str(job["path_first"]) + ":/usr/local/bin:/usr/bin:/bin"
+    env = {"HOME": WORKSPACE, "TMPDIR": "/tmp", "TERM": "dumb", "PATH": command_path(job.get("path_first"))}
     proc.start({"argv": ["/bin/sh", "-c", str(job.get("command") or "")]}, job.get("stdin") or "", None, env)
     proc.wait_until(time.monotonic() + float(limits["wall_s"]))
     result = proc.result()
@@ -75,6 +78,13 @@ def session_job(runner, job: dict, limits: dict) -> dict:
     return result
 
 
+def command_path(path_first) -> str:
+    """The command's PATH: the environment's interpreter (e.g. a conda env's bin) first, then the tools, then the
+    system's."""
+    head = f"{path_first}:" if path_first else ""
+    return f"{head}{TOOLS}:/usr/local/bin:/usr/bin:/bin"
+
+
 def _as_candidate(runner, step) -> dict:
     """Run step() in a fresh process as the candidate uid (cwd: the candidate's home). A crash is a fault of ours
     ({"crash": ...}); a WorkspaceError is the session's ({"error": ...})."""
@@ -84,6 +94,10 @@ def _as_candidate(runner, step) -> dict:
 def _build(snap: ws.Snapshot, delta: dict) -> dict:
     os.umask(0o022)
     os.mkdir(WORKSPACE, 0o755)
+    os.makedirs(TOOLS, 0o755, exist_ok=True)
+    with open(os.path.join(TOOLS, "python"), "wb") as f:
+        f.write(PYTHON_WRAPPER)
+    os.chmod(os.path.join(TOOLS, "python"), 0o755)
     ws.materialize(snap.entries, WORKSPACE)
     for rel in sorted(delta):
         change = delta[rel]
