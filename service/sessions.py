@@ -235,7 +235,7 @@ class SessionManager:
     def _line(self, target: SandboxTarget) -> PoolLine:
         line = self._lines.get(target.key)
         if line is None:  # an environment's pool holds one sandbox (EnvironmentPools above)
-            capacity = self.pool.size if target.is_default else 1
+            capacity = (getattr(self.pool, "size", None) or 1) if target.is_default else 1  # None: a unit test's
             line = self._lines[target.key] = PoolLine(self.settings.max_wait_s, capacity)
         return line
 
