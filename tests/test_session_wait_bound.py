@@ -15,6 +15,8 @@ import pytest
 from rewardbox.archive import repo_archive
 
 from .conftest import BACKENDS, start_server, stop_server
+from .distributed import start_cluster
+from .test_distributed import procs, redis_server  # noqa: F401 - the fixtures
 
 MAX_WAIT_S = 5
 SLEEP_S = 6  # each command's run: past the bound, under the backstop (twice the bound) for the one queued
@@ -106,3 +108,28 @@ def test_after_the_flood_sessions_and_commands_are_admitted_again(server, floode
         assert r.status_code == 201, r.text
         r = c.post(f"/sessions/{r.json()['session_id']}/exec", json={"command": "echo again"})
         assert r.status_code == 200 and r.json()["stdout"] == "again\n", r.text
+
+
+def test_in_distributed_mode_a_worker_refuses_commands_past_the_bound_at_once(redis_server, procs):  # noqa: F811
+    _, _, _, _, url = start_cluster(redis_server, procs, workers=1, REWARDBOX_SESSION_POOL_SIZE="1",
+                                    REWARDBOX_MAX_WAIT_S=str(MAX_WAIT_S))
+
+    async def main() -> list[tuple[httpx.Response, float]]:
+        async with httpx.AsyncClient(base_url=url, timeout=120) as c:
+            r = await c.post("/repos", content=repo_archive({"README": b"dist\n"}),
+                             headers={"content-type": "application/gzip"})
+            sids = [(await new_session(c, r.json()["id"])).json()["session_id"] for _ in range(4)]
+
+            async def call(sid: str) -> tuple[httpx.Response, float]:
+                t0 = time.monotonic()
+                r = await c.post(f"/sessions/{sid}/exec", json={"command": f"sleep {SLEEP_S}", "timeout_s": 10})
+                return r, time.monotonic() - t0
+
+            return await asyncio.gather(*(call(s) for s in sids))
+
+    answers = asyncio.run(main())
+    refused = [(r, took) for r, took in answers if r.status_code != 200]
+    assert any(r.status_code == 200 for r, _ in answers) and refused
+    assert all(r.status_code == 429 and int(r.headers["Retry-After"]) >= 1 for r, _ in refused), \
+        [r.text for r, _ in refused]
+    assert max(took for _, took in refused) < FAST_S
