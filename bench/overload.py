@@ -204,7 +204,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     report: dict = {"cpus": os.cpu_count(), "backend": COMMON["REWARDBOX_BACKEND"], "bound": COMMON[
-        "REWARDBOX_MAX_QUEUED"], "load_before": loadavg()}
+        "REWARDBOX_MAX_QUEUED"], "load_before": loadavg(), "client_timeout_s": args.timeout}
     for mode in args.modes.split(","):
         report[mode] = {"embedded": embedded, "distributed": distributed}[mode](args)
         if args.flood == "sleep" and args.unbounded:
@@ -249,6 +249,11 @@ def print_sleep(report: dict) -> None:
             x = r[route]
             print(f"  {route:9s} {x['outcomes']} in {x['wall_s']} s; Retry-After on {x['retry_after_given']} "
                   "refusals")
+            n = sum(x["outcomes"].values())
+            answered = n - x["outcomes"].get("no_answer", 0)
+            print(f"    answered within the {report['client_timeout_s']:g} s client timeout: {answered} of {n} "
+                  f"({x['outcomes'].get('ok', 0)} with their result, {x['outcomes'].get('refused', 0)} refused "
+                  f"fast, {x['outcomes'].get('late', 0)} refused late: admitted, not started in time)")
             for outcome in ("ok", "refused", "late", "no_answer"):
                 s = x[outcome]
                 if s.get("n"):

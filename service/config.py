@@ -37,6 +37,7 @@ class SessionSettings:
     sandbox_max_jobs: int = MAX_JOBS
     env_pools_max: int = 4  # sessions' pools of environments other than the default (service/environment_pools)
     env_pools_memory_mb: int = 8192
+    max_wait_s: float = 30.0  # a command expected to wait longer for a sandbox is refused (service/sessions.py)
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,8 @@ class Settings(BaseSettings):
     def sessions(self) -> SessionSettings:
         return SessionSettings(max_open=self.sessions_max, max_bytes=int(self.sessions_max_mb * MB),
                                pool_size=self.session_pool_size, sandbox_max_jobs=self.sandbox_max_jobs,
-                               env_pools_max=self.env_pools_max, env_pools_memory_mb=self.env_pools_memory_mb)
+                               env_pools_max=self.env_pools_max, env_pools_memory_mb=self.env_pools_memory_mb,
+                               max_wait_s=self.max_wait_s)
 
     @property
     def repos(self) -> RepoSettings:

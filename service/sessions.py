@@ -15,6 +15,10 @@ what isolates sessions, forks included: a fork is a copy of the delta, here.
 - life: ttl_s from creation; expiry and DELETE answer 410 at once (404 for an id never seen); a reaper drops
   expired sessions every second. Admission: REWARDBOX_SESSIONS_MAX open sessions and REWARDBOX_SESSIONS_MAX_MB of
   workspace bytes (snapshot plus delta, as last measured) in all; beyond, 429 with Retry-After.
+- admission by time (service/wait_line.py): commands take the pool's sandboxes in arrival order, each expected to
+  hold one for what commands held lately (at most its timeout_s); a command, or a new session, that would wait
+  longer than REWARDBOX_MAX_WAIT_S for the commands queued ahead is refused at once (429, Retry-After) rather
+  than left hanging; one admitted but not started within twice the bound (a flood slower than the estimate) too.
 
 In distributed mode each worker runs one of these, served through Redis (service/session_rpc.py).
 
@@ -27,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import math
 import os
 import secrets
 import time
@@ -48,6 +53,7 @@ from .errors import Overloaded
 from .models import ItemResult, RewardItem
 from .session_models import SessionLimits
 from .session_workspace import Node, PathError, Workspace, load_snapshot
+from .wait_line import WaitLine
 
 log = logging.getLogger("rewardbox.sessions")
 
@@ -56,6 +62,15 @@ HISTORY_CAP = 500  # entries kept in a session's history (the oldest go first)
 TOMBSTONES = 100_000  # ids of ended sessions remembered, so that they answer 410 rather than 404
 SNAPSHOT_CACHE = 8  # parsed snapshots kept on the host
 MAX_DELTA_BYTES = 40 << 20  # changed bytes a session may hold: each command's job carries them (inside/session_exec.py)
+COMMANDS = "session"  # the one kind of work in a session pool's wait line
+
+
+class PoolLine:
+    """The commands waiting for one pool's sandboxes (its wait line) and the pool's slots, taken in arrival order."""
+
+    def __init__(self, max_wait_s: float, capacity: int) -> None:
+        self.line = WaitLine(max_wait_s, capacity)
+        self.slots = asyncio.Semaphore(capacity)
 
 
 class SessionGone(LookupError):
@@ -130,6 +145,7 @@ class SessionManager:
         self.on_end: Callable[[str], None] | None = None  # distributed mode: the directory forgets the session
         self._pool_started = True
         self._pool_lock = asyncio.Lock()
+        self._lines: dict[str, PoolLine] = {}  # by target key: the session pool's and each environment pool's
         # Sessions naming another environment run on that target's pool, started on first use (LRU within a budget).
         self.backend_name = getattr(getattr(pool, "backend", None), "name", "auto")
         self.environments: EnvironmentPools[SandboxPool] = EnvironmentPools(
@@ -216,6 +232,18 @@ class SessionManager:
         self.metrics.open.set(len(self.sessions))
         self.metrics.bytes.set(self.total_bytes())
 
+    def _line(self, target: SandboxTarget) -> PoolLine:
+        line = self._lines.get(target.key)
+        if line is None:  # an environment's pool holds one sandbox (EnvironmentPools above)
+            capacity = (getattr(self.pool, "size", None) or 1) if target.is_default else 1  # None: a unit test's
+            line = self._lines[target.key] = PoolLine(self.settings.max_wait_s, capacity)
+        return line
+
+    def _admit_wait(self, target: SandboxTarget) -> None:
+        """Overloaded when a command would wait past the bound for those queued ahead (a new session's first
+        command would: refused at once rather than let in to wait)."""
+        self._line(target).line.join(COMMANDS, 0.0, 0, fifo=True).leave()
+
     def total_bytes(self) -> int:
         return sum(s.bytes for s in self.sessions.values())
 
@@ -248,6 +276,11 @@ class SessionManager:
         """repo_id names a stored snapshot (routes store an inline archive first); None when it is not stored.
         environment: where its commands run (resolved here: EnvironmentProblem, a 4xx, when it cannot be used)."""
         target = resolver(self.backend_name).resolve(environment)
+        try:
+            self._admit_wait(target)
+        except Overloaded:
+            self.metrics.events.labels("rejected").inc()
+            raise
         snap = await self._snapshot(repo_id)
         if snap is None:
             raise PathError(f"repo.id: repository {repo_id} is not stored", 422)
@@ -310,33 +343,57 @@ class SessionManager:
 
     async def exec(self, sid: str, command: str, timeout_s: float, stdin: str | None) -> dict[str, Any]:
         session = self.get(sid)
-        async with session.lock:
-            self.get(sid)
-            lim = session.limits
-            limits = Limits(wall_s=timeout_s, total_s=timeout_s + 30.0, cpu_s=timeout_s, memory_mb=lim.memory_mb,
-                            output_bytes=lim.output_bytes, nproc=lim.processes, nofile=256, file_size_mb=256)
-            job = {"delta": session.workspace.delta, "command": command, "stdin": stdin or "",
-                   "max_bytes": int(lim.workspace_mb * (1 << 20)), "max_inodes": lim.inodes}
-            if session.target.python != DEFAULT_TARGET.python:  # the environment's interpreter first on PATH
-                job["path_first"] = os.path.dirname(session.target.python)
-            result = await self._run(session.repo_id, job, limits, session.target)
-            event = next((e for e in result.events if e.get("event") == "session"), {})
-            answer = {"exit_code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr,
-                      "status": str(result.status), "wall_ms": round(result.wall_ms, 3),
-                      "truncated": result.truncated}
-            if result.status == Status.SANDBOX_ERROR:
-                answer["error"] = result.error or "sandbox error"
-            elif "workspace_limit" in event:
-                answer["status"], answer["error"] = str(Status.OUTPUT_LIMIT), event["workspace_limit"]
-            elif "delta" in event and sid in self.sessions:
-                session.workspace.delta = event["delta"]
-                session.bytes, session.inodes = int(event.get("bytes") or 0), int(event.get("inodes") or 0)
-            elif result.error:
-                answer["error"] = result.error
-            session.execs += 1
-            session.remember({"command": command, "status": answer["status"], "exit_code": result.exit_code,
-                              "wall_ms": answer["wall_ms"], "stdout": result.stdout[-TAIL_CHARS:],
-                              "stderr": result.stderr[-TAIL_CHARS:]})
+        pool_line = self._line(session.target)
+        hold = pool_line.line.hold(COMMANDS)
+        # In line from arrival (the session's lock included), in one step with the check: refused at once.
+        try:
+            place = pool_line.line.join(COMMANDS, hold.seconds(1, timeout_s), 1, fifo=True)
+        except Overloaded:
+            self.metrics.execs.labels("refused").inc()
+            raise
+        with place:
+            async with session.lock:
+                self.get(sid)
+                lim = session.limits
+                limits = Limits(wall_s=timeout_s, total_s=timeout_s + 30.0, cpu_s=timeout_s,
+                                memory_mb=lim.memory_mb, output_bytes=lim.output_bytes, nproc=lim.processes,
+                                nofile=256, file_size_mb=256)
+                job = {"delta": session.workspace.delta, "command": command, "stdin": stdin or "",
+                       "max_bytes": int(lim.workspace_mb * (1 << 20)), "max_inodes": lim.inodes}
+                if session.target.python != DEFAULT_TARGET.python:  # the environment's interpreter first on PATH
+                    job["path_first"] = os.path.dirname(session.target.python)
+                start_by = 2 * self.settings.max_wait_s  # the backstop for a flood slower than the estimate
+                try:
+                    async with asyncio.timeout(start_by):
+                        await pool_line.slots.acquire()
+                except TimeoutError:
+                    self.metrics.execs.labels("refused").inc()
+                    raise Overloaded(f"not started within {start_by:g}s (twice REWARDBOX_MAX_WAIT_S)",
+                                     retry_after_s=max(1, math.ceil(hold.seconds(1, timeout_s)))) from None
+                place.leave()
+                started = time.monotonic()
+                try:
+                    result = await self._run(session.repo_id, job, limits, session.target)
+                finally:
+                    pool_line.slots.release()
+                    hold.observe(1, time.monotonic() - started)
+                event = next((e for e in result.events if e.get("event") == "session"), {})
+                answer = {"exit_code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr,
+                          "status": str(result.status), "wall_ms": round(result.wall_ms, 3),
+                          "truncated": result.truncated}
+                if result.status == Status.SANDBOX_ERROR:
+                    answer["error"] = result.error or "sandbox error"
+                elif "workspace_limit" in event:
+                    answer["status"], answer["error"] = str(Status.OUTPUT_LIMIT), event["workspace_limit"]
+                elif "delta" in event and sid in self.sessions:
+                    session.workspace.delta = event["delta"]
+                    session.bytes, session.inodes = int(event.get("bytes") or 0), int(event.get("inodes") or 0)
+                elif result.error:
+                    answer["error"] = result.error
+                session.execs += 1
+                session.remember({"command": command, "status": answer["status"], "exit_code": result.exit_code,
+                                  "wall_ms": answer["wall_ms"], "stdout": result.stdout[-TAIL_CHARS:],
+                                  "stderr": result.stderr[-TAIL_CHARS:]})
         self.metrics.execs.labels(answer["status"]).inc()
         self._gauges()
         return answer

@@ -98,12 +98,14 @@ class WaitLine:
         others = any(p.kind != kind and p.seconds > 0 for p in self.places)
         return same * (2 if others else 1) / self.capacity
 
-    def join(self, kind: Hashable, seconds: float, work: int, deadline_s: float | None = None) -> Place:
+    def join(self, kind: Hashable, seconds: float, work: int, deadline_s: float | None = None,
+             fifo: bool = False) -> Place:
         """A place for a request whose work (`work` units) is expected to hold `seconds`; raises Overloaded (the
         wait in the message, Retry-After) when the wait it faces exceeds the bound or its own deadline. In one
-        step without an await, so requests arriving together each see the ones before them."""
+        step without an await, so requests arriving together each see the ones before them. fifo: slots are
+        handed out in arrival order (no turns), so the newcomer waits for all the work queued ahead of it."""
         bound = min(self.max_wait_s, deadline_s) if deadline_s is not None else self.max_wait_s
-        wait = self.wait_s(kind, seconds)
+        wait = self.wait_s(kind, math.inf if fifo else seconds)
         if wait > bound:
             # Come back when the line has moved by the excess, or sooner: after about one unit of work of this
             # kind, by when the hold has been learned afresh (a worst-case guess may be far too long).

@@ -85,3 +85,11 @@ def test_an_item_s_worst_case_is_its_cases_at_their_wall_limit_within_its_budget
     assert item_worst_s({"code": "x", "tests": cases}, settings) == 40.0  # the default limit, 10 s a case
     assert item_worst_s({"code": "x", "tests": cases, "limits": {"timeout_s": "x"}}, settings) == 40.0
     assert item_worst_s({"code": "x", "tests": {**cases, "cases": cases["cases"] * 10}}, settings) == 120.0
+
+
+def test_in_arrival_order_a_newcomer_waits_for_all_the_work_queued_ahead_not_a_turn_of_it():
+    line = WaitLine(max_wait_s=30, capacity=1)
+    line.join("session", 31.0, 1, fifo=True)  # an idle line: admitted
+    assert line.wait_s("session", 1.0) == 1.0  # by turns: one second of the 31 s ahead
+    with pytest.raises(Overloaded):
+        line.join("session", 1.0, 1, fifo=True)  # in arrival order: all 31 s ahead
