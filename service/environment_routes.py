@@ -6,7 +6,13 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from .environment_models import EnvironmentSpec
-from .environments import EnvironmentNotFound, EnvironmentNotReady, EnvironmentStore, record_json
+from .environments import (
+    EnvironmentNotFound,
+    EnvironmentNotReady,
+    EnvironmentStore,
+    EnvironmentsUnavailable,
+    record_json,
+)
 
 router = APIRouter(tags=["environments"])
 
@@ -47,6 +53,10 @@ def install(app: FastAPI, store: EnvironmentStore) -> None:
     async def not_found(request: Request, exc: EnvironmentNotFound) -> JSONResponse:
         return JSONResponse({"detail": f"environment {str(exc.args[0])[:64]!r} not found: POST /environments "
                              "first"}, status_code=404)
+
+    @app.exception_handler(EnvironmentsUnavailable)
+    async def unavailable(request: Request, exc: EnvironmentsUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)[:2000]}, status_code=503)
 
     @app.exception_handler(EnvironmentNotReady)
     async def not_ready(request: Request, exc: EnvironmentNotReady) -> JSONResponse:

@@ -46,6 +46,12 @@ class EnvironmentNotReady(RuntimeError):
         self.env_id, self.state = env_id, state
 
 
+class EnvironmentsUnavailable(RuntimeError):
+    """This process cannot build environments: its cache folder cannot be written (answer 503). An API that runs
+    no sandbox as an unprivileged user (docker-compose.yml) still starts and lists; builds need a writable
+    REWARDBOX_CACHE."""
+
+
 class EnvironmentRecord(BaseModel):
     id: str
     state: State
@@ -64,7 +70,11 @@ class EnvironmentStore:
     def __init__(self, root: Path | None = None, limits: eb.BuildLimits | None = None,
                  with_docker: bool | None = None) -> None:
         self.root = root or image.cache_dir() / "envs"
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.unwritable: str | None = None  # why builds cannot happen here; reading records still works
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            self.unwritable = f"the environments folder {self.root} cannot be created: {e}"
         self.limits = limits or eb.BuildLimits()
         self._with_docker = with_docker
         self._lock = threading.Lock()
@@ -99,6 +109,8 @@ class EnvironmentStore:
 
     def _clean_stale(self) -> None:
         """Work folders of builds killed with their process (no lock held): unmounted, then removed."""
+        if self.unwritable:
+            return
         for work in self.root.glob(".build-*"):
             if any(self._locked(p.name[1:-5]) for p in self.root.glob(f".{work.name[7:19]}*.lock")):
                 continue
@@ -145,6 +157,8 @@ class EnvironmentStore:
     def submit(self, spec: EnvironmentSpec) -> EnvironmentRecord:
         """The environment of `spec`: its record if known (ready, building or failed), else a build started."""
         env_id = spec.environment_id()
+        if self.unwritable:
+            raise EnvironmentsUnavailable(f"{self.unwritable}; set REWARDBOX_CACHE to a writable folder")
         with self._lock:
             try:
                 rec = self.get(env_id)

@@ -139,3 +139,18 @@ def test_work_folder_of_a_killed_build_is_removed_at_start(tmp_path):
     (work / "upper").mkdir(parents=True)
     EnvironmentStore(tmp_path)
     assert not work.exists()
+
+
+def test_a_store_whose_folder_cannot_be_made_starts_lists_and_refuses_builds(tmp_path):
+    """An API running as an unprivileged user with no writable cache (docker-compose.yml) must still start."""
+    from service.environments import EnvironmentsUnavailable
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    store = EnvironmentStore(blocker / "envs")
+    try:
+        assert store.list() == [] and store.unwritable
+        with pytest.raises(EnvironmentsUnavailable, match="REWARDBOX_CACHE"):
+            store.submit(EnvironmentSpec(debian=["jq"]))
+    finally:
+        store.close()
