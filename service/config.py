@@ -35,6 +35,7 @@ class SessionSettings:
     max_bytes: int = 4096 << 20
     pool_size: int = 2
     sandbox_max_jobs: int = MAX_JOBS
+    max_wait_s: float = 30.0  # REWARDBOX_MAX_WAIT_S: a command expected to wait longer for a sandbox is refused
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ class Settings(BaseSettings):
                             "instances); beyond: 429")
     max_wait_s: float = Field(30.0, gt=0, description="a request expected to wait longer for a sandbox (the work "
                               "queued ahead, by its expected sandbox time) is refused at once: 429 (504 on "
-                              "/run_code, which gets twice this to start) with Retry-After")
+                              "/run_code, which gets twice this to start) with Retry-After; the same for session "
+                              "commands and new sessions against the session pool")
     header_timeout_s: float = Field(10.0, gt=0, description="a connection without a whole request head by then "
                                     "is closed")
     body_timeout_s: float = Field(60.0, gt=0, description="a request body not received whole by then: 408")
@@ -160,7 +162,8 @@ class Settings(BaseSettings):
     @property
     def sessions(self) -> SessionSettings:
         return SessionSettings(max_open=self.sessions_max, max_bytes=int(self.sessions_max_mb * MB),
-                               pool_size=self.session_pool_size, sandbox_max_jobs=self.sandbox_max_jobs)
+                               pool_size=self.session_pool_size, sandbox_max_jobs=self.sandbox_max_jobs,
+                               max_wait_s=self.max_wait_s)
 
     @property
     def repos(self) -> RepoSettings:

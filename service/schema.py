@@ -31,8 +31,8 @@ _ANSWERS: dict[int, dict[str, Any]] = {
     409: {"model": Message, "description": "the stored request no longer validates"},
     413: {"model": Message, "description": "the body exceeds REWARDBOX_MAX_BODY_MB"},
     422: {"model": InvalidBody, "description": "a client mistake; `loc` names the field"},
-    429: {"model": Message, "description": "overloaded: the request's work does not fit the queue bound; nothing "
-          "was accepted", "headers": _RETRY},
+    429: {"model": Message, "description": "overloaded: the request's work does not fit the queue bound, or the "
+          "wait it would face for a sandbox exceeds REWARDBOX_MAX_WAIT_S; nothing was accepted", "headers": _RETRY},
     503: {"model": Message, "description": "the queue (Redis) is unreachable, or a fault of ours (OpenRLHF route); "
           "nothing was accepted", "headers": _RETRY},
     504: {"model": Message, "description": "/run_code: overloaded or not started within the deadline (the status "

@@ -88,7 +88,7 @@ async def list_sessions(request: Request) -> dict[str, Any]:
             "max_open": manager.settings.max_open, "max_bytes": manager.settings.max_bytes}
 
 
-@router.post("/sessions/{sid}/exec", responses=SESSION_ERRORS)
+@router.post("/sessions/{sid}/exec", responses=_errors(404, 410, 422, 429, 501))
 async def exec_command(sid: str, body: ExecRequest, request: Request) -> dict[str, Any]:
     try:
         return await _manager(request).exec(sid, body.command, body.timeout_s, body.stdin)

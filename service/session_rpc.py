@@ -223,7 +223,9 @@ class RemoteSessions:
         return SimpleNamespace(id=body["session_id"], bytes=body["bytes"])
 
     async def exec(self, sid: str, command: str, timeout_s: float, stdin: str | None) -> dict[str, Any]:
-        out = await self._at_owner(sid, "exec", timeout_s, command=command, timeout_s=timeout_s, stdin=stdin)
+        # The owner may keep a command waiting up to twice REWARDBOX_MAX_WAIT_S for a sandbox (then it refuses it).
+        wait_s = timeout_s + 2 * self.settings.max_wait_s
+        out = await self._at_owner(sid, "exec", wait_s, command=command, timeout_s=timeout_s, stdin=stdin)
         self.metrics.execs.labels(out["status"]).inc()
         return out
 

@@ -15,6 +15,14 @@ what isolates sessions, forks included: a fork is a copy of the delta, here.
 - life: ttl_s from creation; expiry and DELETE answer 410 at once (404 for an id never seen); a reaper drops
   expired sessions every second. Admission: REWARDBOX_SESSIONS_MAX open sessions and REWARDBOX_SESSIONS_MAX_MB of
   workspace bytes (snapshot plus delta, as last measured) in all; beyond, 429 with Retry-After.
+- waiting: the session pool hands out its sandboxes in arrival order, and a command is admitted only while the
+  wait it would face (the commands queued ahead, by their expected sandbox time, service/wait_line.py; plus the
+  session's own earlier commands, which run one at a time) is within REWARDBOX_MAX_WAIT_S; beyond, exec answers
+  429 with Retry-After at once and nothing runs, and a new session is refused the same way (its commands would
+  wait as long). A command's hold is learned from the commands that finished; until one has, it is guessed at
+  FIRST_GUESS_S (or its own timeout_s when shorter): a command's timeout is a kill switch set far above what most
+  commands take, so the worst case would refuse a cold flood of quick commands. The backstop for a flood slower
+  than its estimate: a command not started within twice the bound is refused (429), nothing run.
 
 In distributed mode each worker runs one of these, served through Redis (service/session_rpc.py).
 
@@ -27,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import math
 import secrets
 import time
 from collections import OrderedDict
@@ -44,6 +53,7 @@ from .errors import Overloaded
 from .models import ItemResult, RewardItem
 from .session_models import SessionLimits
 from .session_workspace import Node, PathError, Workspace, load_snapshot
+from .wait_line import MAX_RETRY_AFTER_S, Place, WaitLine
 
 log = logging.getLogger("rewardbox.sessions")
 
@@ -52,6 +62,8 @@ HISTORY_CAP = 500  # entries kept in a session's history (the oldest go first)
 TOMBSTONES = 100_000  # ids of ended sessions remembered, so that they answer 410 rather than 404
 SNAPSHOT_CACHE = 8  # parsed snapshots kept on the host
 MAX_DELTA_BYTES = 40 << 20  # changed bytes a session may hold: each command's job carries them (inside/session_exec.py)
+FIRST_GUESS_S = 1.0  # a command's sandbox time until one has finished (see "waiting" above)
+EXEC = "exec"  # the one kind of work in the session pool's line
 
 
 class SessionGone(LookupError):
@@ -76,6 +88,7 @@ class Session:
     inodes: int = 0
     execs: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    pending_s: float = 0.0  # expected sandbox time of this session's commands admitted and not finished
 
     @property
     def expires_at(self) -> float:
@@ -124,6 +137,9 @@ class SessionManager:
         self.on_end: Callable[[str], None] | None = None  # distributed mode: the directory forgets the session
         self._pool_started = True
         self._pool_lock = asyncio.Lock()
+        # Commands in the session pool's line, and the pool's sandboxes as slots handed out in arrival order.
+        self.line = WaitLine(self.settings.max_wait_s, pool.size, fifo=True)
+        self.slots = asyncio.Semaphore(pool.size)
 
     @classmethod
     async def embedded(cls, backend: Any, repos: Any, score: Score, registry: CollectorRegistry,
@@ -218,6 +234,14 @@ class SessionManager:
             raise Overloaded(f"open sessions hold {self.total_bytes()} workspace bytes; {nbytes} more would pass "
                              f"{s.max_bytes} (REWARDBOX_SESSIONS_MAX_MB)", retry_after_s=5)
 
+    def _admit_wait(self) -> None:
+        """Overloaded when a command sent now would wait longer than the bound for a sandbox."""
+        try:
+            self.line.refuse_over(EXEC, self.line.wait_s(EXEC, 0.0), FIRST_GUESS_S)
+        except Overloaded:
+            self.metrics.events.labels("rejected").inc()
+            raise
+
     async def _snapshot(self, repo_id: str) -> dict[str, Node] | None:
         snap = self._snapshots.get(repo_id)
         if snap is None:
@@ -238,6 +262,7 @@ class SessionManager:
             raise PathError(f"repo.id: repository {repo_id} is not stored", 422)
         nbytes = sum(len(n.data) for n in snap.values())
         self._admit(1, nbytes)
+        self._admit_wait()
         async with self._pool_lock:
             if not self._pool_started:
                 await self.pool.start()
@@ -295,6 +320,24 @@ class SessionManager:
 
     async def exec(self, sid: str, command: str, timeout_s: float, stdin: str | None) -> dict[str, Any]:
         session = self.get(sid)
+        arrived = time.monotonic()
+        hold = self.line.hold(EXEC)
+        seconds = min(timeout_s, FIRST_GUESS_S) if hold.per_unit is None else hold.seconds(1, timeout_s)
+        try:
+            place = self.line.join(EXEC, seconds, 1, ahead_s=session.pending_s)
+        except Overloaded:
+            self.metrics.execs.labels("refused").inc()
+            raise
+        session.pending_s += seconds
+        try:
+            with place:
+                return await self._exec(session, command, timeout_s, stdin, place, arrived)
+        finally:
+            session.pending_s -= seconds
+
+    async def _exec(self, session: Session, command: str, timeout_s: float, stdin: str | None, place: Place,
+                    arrived: float) -> dict[str, Any]:
+        sid = session.id
         async with session.lock:
             self.get(sid)
             lim = session.limits
@@ -302,7 +345,14 @@ class SessionManager:
                             output_bytes=lim.output_bytes, nproc=lim.processes, nofile=256, file_size_mb=256)
             job = {"delta": session.workspace.delta, "command": command, "stdin": stdin or "",
                    "max_bytes": int(lim.workspace_mb * (1 << 20)), "max_inodes": lim.inodes}
-            result = await self._run(session.repo_id, job, limits)
+            await self._slot(arrived)
+            place.leave()
+            started = time.monotonic()
+            try:
+                result = await self._run(session.repo_id, job, limits)
+            finally:
+                self.slots.release()
+                self.line.hold(EXEC).observe(1, time.monotonic() - started)
             event = next((e for e in result.events if e.get("event") == "session"), {})
             answer = {"exit_code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr,
                       "status": str(result.status), "wall_ms": round(result.wall_ms, 3),
@@ -323,6 +373,19 @@ class SessionManager:
         self.metrics.execs.labels(answer["status"]).inc()
         self._gauges()
         return answer
+
+    async def _slot(self, arrived: float) -> None:
+        """A sandbox of the session pool for one command, or Overloaded when none came within twice the bound
+        from the command's arrival (the backstop of service/wait_line.py; nothing ran)."""
+        start_by = 2 * self.settings.max_wait_s
+        try:
+            async with asyncio.timeout(max(0.0, arrived + start_by - time.monotonic())):  # no task of its own
+                await self.slots.acquire()
+        except TimeoutError:
+            self.metrics.execs.labels("refused").inc()
+            retry = min(MAX_RETRY_AFTER_S, max(1, math.ceil(self.line.wait_s(EXEC, 0.0))))
+            raise Overloaded(f"the command did not get a sandbox within {start_by:g} s (twice REWARDBOX_MAX_WAIT_S); "
+                             "nothing ran", retry_after_s=retry) from None
 
     async def _run(self, repo_id: str, job: dict, limits: Limits) -> Result:
         """The session job on the session pool; the snapshot travels until every sandbox holds it (as repo items

@@ -19,6 +19,9 @@ kind have held a slot recently (an exponentially weighted mean, learned as work 
 worst case (its wall limits); until a unit of a kind has finished, the worst case. A program cannot be known
 before it runs: when a flood is slower than what came before it, the estimate is too low for the work admitted
 before the first of it finishes, and the backstop is the start deadline (for /run_code twice the bound, then 504).
+
+A pool that hands out its slots in arrival order (the session pool, service/sessions.py) is a line with
+`fifo=True`: a newcomer waits for all the work queued ahead of it, whatever its own.
 """
 
 from __future__ import annotations
@@ -80,9 +83,10 @@ class Place:
 class WaitLine:
     """The requests waiting for slots, by kind, with their expected slot time; `capacity` slots serve them."""
 
-    def __init__(self, max_wait_s: float, capacity: int) -> None:
+    def __init__(self, max_wait_s: float, capacity: int, fifo: bool = False) -> None:
         self.max_wait_s = max_wait_s
         self.capacity = capacity  # 0: unknown (no worker seen yet): nobody is refused for the wait
+        self.fifo = fifo  # slots in arrival order, not in turns (see the module docstring)
         self.places: set[Place] = set()
         self.holds: dict[Hashable, HoldEstimate] = {}
 
@@ -94,16 +98,27 @@ class WaitLine:
         `seconds` (see the module docstring)."""
         if self.capacity <= 0:
             return 0.0
+        if self.fifo:
+            return sum(p.seconds for p in self.places) / self.capacity
         same = sum(min(p.seconds, seconds) for p in self.places if p.kind == kind)
         others = any(p.kind != kind and p.seconds > 0 for p in self.places)
         return same * (2 if others else 1) / self.capacity
 
-    def join(self, kind: Hashable, seconds: float, work: int, deadline_s: float | None = None) -> Place:
+    def join(self, kind: Hashable, seconds: float, work: int, deadline_s: float | None = None,
+             ahead_s: float = 0.0) -> Place:
         """A place for a request whose work (`work` units) is expected to hold `seconds`; raises Overloaded (the
-        wait in the message, Retry-After) when the wait it faces exceeds the bound or its own deadline. In one
+        wait in the message, Retry-After) when the wait it faces exceeds the bound or its own deadline. `ahead_s`:
+        a wait the caller knows of before the line (a session's earlier commands, which run one at a time). In one
         step without an await, so requests arriving together each see the ones before them."""
+        wait = self.wait_s(kind, seconds) + ahead_s
+        self.refuse_over(kind, wait, seconds, deadline_s)
+        place = Place(self, kind, seconds, work)
+        self.places.add(place)
+        return place
+
+    def refuse_over(self, kind: Hashable, wait: float, seconds: float, deadline_s: float | None = None) -> None:
+        """Overloaded, with a Retry-After, when `wait` exceeds the bound (or the request's deadline)."""
         bound = min(self.max_wait_s, deadline_s) if deadline_s is not None else self.max_wait_s
-        wait = self.wait_s(kind, seconds)
         if wait > bound:
             # Come back when the line has moved by the excess, or sooner: after about one unit of work of this
             # kind, by when the hold has been learned afresh (a worst-case guess may be far too long).
@@ -113,6 +128,3 @@ class WaitLine:
             retry = max(1, retry)
             raise Overloaded(f"the work queued ahead would take about {wait:.0f} s to start; the bound is "
                              f"{bound:g} s (REWARDBOX_MAX_WAIT_S or the request's deadline)", retry_after_s=retry)
-        place = Place(self, kind, seconds, work)
-        self.places.add(place)
-        return place

@@ -1,5 +1,5 @@
 """Pure logic of agent sessions, no sandbox: the host's workspace overlay (paths, links, directories, diff), forks
-as copies, the admission caps and the end of a session (410 vs 404)."""
+as copies, the admission caps, admission by the wait for a sandbox, and the end of a session (410 vs 404)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import base64
 import pytest
 from prometheus_client import CollectorRegistry
 
+from sandboxes import Result, Status
 from service.errors import Overloaded
 from service.session_models import SessionLimits
 from service.session_workspace import Node, PathError, Workspace
-from service.sessions import SessionGone, SessionManager, SessionSettings
+from service.sessions import FIRST_GUESS_S, SessionGone, SessionManager, SessionSettings
 
 SNAP = {"pkg/__init__.py": Node("f"), "pkg/calc.py": Node("f", b"def add(a, b):\n    return a - b\n"),
         "link": Node("l", b"pkg/calc.py"), "run.sh": Node("f", b"echo\n", True)}
@@ -65,7 +66,31 @@ def test_a_fork_is_a_copy_that_changes_apart():
     assert ws.read("a.txt").data == b"1" and ws.node("b.txt") is None and kid.read("a.txt").data == b"2"
 
 
-def _manager(**settings) -> SessionManager:
+class HeldPool:
+    """Stands in for the session pool (a SandboxPool, tested for real in tests/test_sessions.py): `size`
+    sandboxes, each job held until the test lets it go."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.running = 0
+        self.go = asyncio.Event()
+
+    async def run(self, job) -> Result:
+        self.running += 1
+        await self.go.wait()
+        return Result(status=Status.OK, exit_code=0, events=[{"event": "session", "delta": {}}])
+
+
+async def running(pool: HeldPool, n: int) -> None:
+    """Until n jobs are in the pool (each command takes a few turns of the event loop to get there)."""
+    for _ in range(1000):
+        if pool.running >= n:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"{pool.running} jobs running, {n} expected")
+
+
+def _manager(pool=None, **settings) -> SessionManager:
     async def fetch(repo_id: str) -> bytes | None:
         from rewardbox.archive import repo_archive
         from service.repo_archive import ArchiveLimits, normalize
@@ -75,7 +100,7 @@ def _manager(**settings) -> SessionManager:
     async def score(items):
         raise AssertionError("not scored here")
 
-    return SessionManager(pool=None, fetch=fetch, score=score, registry=CollectorRegistry(),  # type: ignore[arg-type]
+    return SessionManager(pool=pool or HeldPool(2), fetch=fetch, score=score, registry=CollectorRegistry(),  # type: ignore[arg-type]
                           settings=SessionSettings(**settings))
 
 
@@ -111,5 +136,58 @@ def test_an_expired_session_is_gone_at_once():
         with pytest.raises(SessionGone, match="expired"):
             m.get(s.id)
         assert await m.list_open() == []
+
+    asyncio.run(main())
+
+
+def test_a_command_that_would_wait_past_the_bound_is_refused_at_once_and_so_is_a_new_session():
+    async def main() -> None:
+        pool = HeldPool(2)
+        m = _manager(pool, max_wait_s=1.5 * FIRST_GUESS_S)  # 2 running, 4 queued: a wait of 2 guesses
+        sids = [(await m.create("r" * 64, 600, SessionLimits())).id for _ in range(7)]
+        admitted = [asyncio.create_task(m.exec(sid, "sleep 9", 30, None)) for sid in sids[:6]]
+        await running(pool, 2)
+        with pytest.raises(Overloaded, match="queued ahead") as refused:
+            await m.exec(sids[6], "true", 30, None)
+        assert refused.value.retry_after_s >= 1
+        with pytest.raises(Overloaded, match="queued ahead"):
+            await m.create("r" * 64, 600, SessionLimits())
+        pool.go.set()
+        assert [a["status"] for a in await asyncio.gather(*admitted)] == ["ok"] * 6
+        assert (await m.exec(sids[6], "true", 30, None))["status"] == "ok"  # the line moved: admitted again
+
+    asyncio.run(main())
+
+
+def test_the_commands_queued_on_one_session_count_in_its_next_commands_wait():
+    async def main() -> None:
+        pool = HeldPool(4)
+        m = _manager(pool, max_wait_s=2.5 * FIRST_GUESS_S)
+        sid = (await m.create("r" * 64, 600, SessionLimits())).id
+        first = [asyncio.create_task(m.exec(sid, "sleep 9", 30, None)) for _ in range(3)]  # run one at a time
+        await running(pool, 1)
+        with pytest.raises(Overloaded):
+            await m.exec(sid, "true", 30, None)  # 3 s of this session's commands ahead, sandboxes free or not
+        other = (await m.create("r" * 64, 600, SessionLimits())).id
+        pool.go.set()
+        assert (await m.exec(other, "true", 30, None))["status"] == "ok"
+        await asyncio.gather(*first)
+
+    asyncio.run(main())
+
+
+def test_a_command_not_given_a_sandbox_within_twice_the_bound_is_refused_and_nothing_runs():
+    async def main() -> None:
+        pool = HeldPool(1)
+        m = _manager(pool, max_wait_s=0.05)
+        a, b = [(await m.create("r" * 64, 600, SessionLimits())).id for _ in range(2)]
+        m.line.hold("exec").observe(1, 0.001)  # learned: commands are quick, so the next is admitted
+        held = asyncio.create_task(m.exec(a, "sleep 9", 30, None))
+        await running(pool, 1)
+        with pytest.raises(Overloaded, match="did not get a sandbox"):
+            await m.exec(b, "true", 30, None)
+        assert pool.running == 1 and m.get(b).execs == 0
+        pool.go.set()
+        await held
 
     asyncio.run(main())

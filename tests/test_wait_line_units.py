@@ -85,3 +85,20 @@ def test_an_item_s_worst_case_is_its_cases_at_their_wall_limit_within_its_budget
     assert item_worst_s({"code": "x", "tests": cases}, settings) == 40.0  # the default limit, 10 s a case
     assert item_worst_s({"code": "x", "tests": cases, "limits": {"timeout_s": "x"}}, settings) == 40.0
     assert item_worst_s({"code": "x", "tests": {**cases, "cases": cases["cases"] * 10}}, settings) == 120.0
+
+
+def test_in_a_fifo_line_a_newcomer_waits_for_all_the_work_ahead_whatever_its_own():
+    line = WaitLine(max_wait_s=10, capacity=2, fifo=True)
+    line.join("exec", 8.0, 1)
+    line.join("exec", 8.0, 1)
+    assert line.wait_s("exec", 0.1) == 8.0  # not one turn of each (0.1 s): the slots go in arrival order
+    with pytest.raises(Overloaded):
+        line.join("exec", 0.1, 1, ahead_s=2.5)  # a wait known before the line counts too
+
+
+def test_refuse_over_gives_a_retry_after_of_the_excess_at_least_one_second():
+    line = WaitLine(max_wait_s=10, capacity=1)
+    line.refuse_over("exec", 10.0, 1.0)  # at the bound: admitted
+    with pytest.raises(Overloaded) as refused:
+        line.refuse_over("exec", 10.2, 5.0)
+    assert refused.value.retry_after_s == 1
