@@ -1,5 +1,11 @@
 """GET /dashboard (a page) and GET /dashboard/data (what it draws), from the rollout store's summary (Store in
-service/store.py: the SQLite or the Redis store, alike here)."""
+service/store.py: the SQLite or the Redis store, alike here). The page only draws: every figure (percentiles, pass
+rates, groups) is computed by the store over the rollouts the filters select.
+
+    GET /dashboard/data?language=&profile=&status=&failed=&kind=&since=&until=
+
+`since` and `until` take epoch seconds or ISO 8601, as GET /rollouts does; `failed=true` is every status but passed.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,9 @@ from pathlib import Path
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
+from .rollout_summary import Filters
+from .rollouts import parse_time
+from .schema import ERRORS
 from .store import Store
 
 router = APIRouter()
@@ -19,9 +28,13 @@ async def dashboard() -> HTMLResponse:
     return HTMLResponse((STATIC / "dashboard.html").read_text())
 
 
-@router.get("/dashboard/data")
-async def dashboard_data(request: Request) -> dict:
+@router.get("/dashboard/data", responses=ERRORS(404, 422))
+async def dashboard_data(request: Request, language: str | None = None, profile: str | None = None,
+                         status: str | None = None, failed: bool = False, kind: str | None = None,
+                         since: str | None = None, until: str | None = None) -> dict:
     store: Store | None = request.app.state.store
     if store is None:
         raise HTTPException(404, detail="the rollout store is disabled (REWARDBOX_DB=off)")
-    return {**store.summary().to_dict(), "runs": store.runs(20), "pool": request.app.state.executor.snapshot()}
+    filters = Filters(language=language or None, profile=profile or None, status=status or None, failed=failed,
+                      kind=kind or None, since=parse_time(since, "since"), until=parse_time(until, "until"))
+    return {**store.summary(filters).to_dict(), "runs": store.runs(20), "pool": request.app.state.executor.snapshot()}

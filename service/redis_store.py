@@ -16,7 +16,7 @@ from typing import Any
 import redis
 
 from .redis_scripts import ADD_ROLLOUT
-from .rollout_summary import Summary, summary_of_records
+from .rollout_summary import NO_FILTERS, Filters, Summary, summary_of_records
 from .store import capped, export_pages
 
 PAGE = 200
@@ -87,9 +87,36 @@ class RedisRolloutStore:
         ids = self.client.zrevrange(f"{self.prefix}:rollouts", 0, count - 1)
         return [r for i in range(0, len(ids), PAGE) for r in self._load(ids[i:i + PAGE])]
 
-    def summary(self, window: int = SUMMARY_WINDOW) -> Summary:
-        """The dashboard's figures over the newest `window` rollouts."""
-        return summary_of_records(self.recent(window))
+    def summary(self, filters: Filters = NO_FILTERS, window: int = SUMMARY_WINDOW) -> Summary:
+        """The dashboard's figures over the newest `window` rollouts that match `filters` (the choices over the
+        newest `window`, whatever the filters)."""
+        newest = self.recent(window)
+        if filters == NO_FILTERS:
+            return summary_of_records(newest)
+        return summary_of_records(newest, filters, self.matching(filters, window))
+
+    def matching(self, filters: Filters, limit: int) -> builtins.list[dict[str, Any]]:
+        """The newest `limit` rollouts that match, newest first: through the index of their status where the
+        filters name one, back to `since` at most."""
+        index = f"{self.prefix}:rollouts" + (f":status:{filters.status}" if filters.status else
+                                             ":failed" if filters.failed else "")
+        top = "+inf"  # the indexes are scored by seq; created_at grows with it (Redis's clock)
+        out: builtins.list[dict[str, Any]] = []
+        while len(out) < limit:
+            page = self.client.zrevrangebyscore(index, top, "-inf", start=0, num=PAGE, withscores=True)
+            if not page:
+                break
+            for record in self._load([rid for rid, _ in page]):
+                if filters.since is not None and record["created_at"] < filters.since:  # created_at grows with seq
+                    return out
+                if filters.matches(record):
+                    out.append(record)
+                    if len(out) == limit:
+                        return out
+            top = f"({page[-1][1]:.0f}"
+            if len(page) < PAGE:
+                break
+        return out
 
     def add_run(self, name: str, summary: dict[str, Any]) -> int:
         import time

@@ -20,8 +20,9 @@ router = APIRouter()
 SUMMARY = ("id", "client_id", "created_at", "status", "language", "profile", "reward", "seq")
 
 
-def _since(value: str | None) -> float | None:
-    if value is None:
+def parse_time(value: str | None, name: str = "since") -> float | None:
+    """A query parameter of epoch seconds or ISO 8601; 422 naming it otherwise."""
+    if value is None or value == "":
         return None
     try:
         return float(value)
@@ -30,7 +31,7 @@ def _since(value: str | None) -> float | None:
     try:
         return datetime.fromisoformat(value).timestamp()
     except ValueError:
-        raise InvalidRequest([Problem(("since",), "epoch seconds or ISO 8601", "datetime")],
+        raise InvalidRequest([Problem((name,), "epoch seconds or ISO 8601", "datetime")],
                              prefix=("query",)) from None
 
 
@@ -45,7 +46,7 @@ def _store(request: Request) -> Store:
 async def list_rollouts(request: Request, status: str | None = None, failed: bool = False,
                         language: str | None = None, since: str | None = None,
                         limit: int = Query(100, ge=1, le=1000), cursor: int | None = None) -> dict:
-    items, next_cursor = _store(request).list(status=status, failed=failed, language=language, since=_since(since),
+    items, next_cursor = _store(request).list(status=status, failed=failed, language=language, since=parse_time(since),
                                               limit=limit, cursor=cursor)
     return {"rollouts": [{k: r[k] for k in SUMMARY} for r in items], "next_cursor": next_cursor}
 
@@ -59,7 +60,7 @@ EXPORT_DOC: dict[int | str, dict[str, Any]] = {
 async def export_rollouts(request: Request, status: str | None = None, failed: bool = False,
                           language: str | None = None, since: str | None = None) -> StreamingResponse:
     store = _store(request)
-    rows = store.export(status=status, failed=failed, language=language, since=_since(since))
+    rows = store.export(status=status, failed=failed, language=language, since=parse_time(since))
     return StreamingResponse((json.dumps(r) + "\n" for r in rows), media_type="application/x-ndjson")
 
 

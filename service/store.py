@@ -19,14 +19,25 @@ from typing import Any, Protocol
 from .models import COMPONENTS
 from .rollout_summary import (
     FAILURES,
+    NO_FILTERS,
+    PERCENTILES,
+    POINTS,
     SLOWEST,
+    Bucket,
+    Choices,
     FailedRollout,
-    Minute,
+    Filters,
+    Group,
+    Latency,
+    Point,
     RewardBin,
     SlowRollout,
     StatusCount,
     Summary,
+    bucket_for,
     reason,
+    span_of,
+    test_kind,
 )
 
 FIELD_CAP = 64 << 10  # per string of a stored result (the request is kept whole: replay needs it exactly)
@@ -79,8 +90,9 @@ class Store(Protocol):
 
     def runs(self, limit: int = 100) -> builtins.list[dict[str, Any]]: ...
 
-    def summary(self) -> Summary:
-        """The dashboard's figures over the store's newest rollouts (service/rollout_summary.py)."""
+    def summary(self, filters: Filters = NO_FILTERS) -> Summary:
+        """The dashboard's figures over the store's newest rollouts that match `filters`
+        (service/rollout_summary.py)."""
         ...
 
     def close(self) -> None: ...
@@ -107,6 +119,39 @@ def export_pages(list_page: Callable[..., tuple[list[dict[str, Any]], Any]], **f
             return
 
 
+# A rollout's test kind: its column, or (rows written before the column) its request's. COALESCE stops at the
+# first value that is not NULL, so the request's JSON is read only for those rows.
+KIND = "COALESCE(test_kind, json_extract(request, '$.tests.kind'))"
+
+
+def _summary_where(f: Filters) -> tuple[str, list[Any]]:
+    """The WHERE clause of Filters.matches."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    for column, value in (("language", f.language), ("profile", f.profile), ("status", f.status),
+                          (KIND, f.kind)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            args.append(value)
+    if f.failed:
+        clauses.append("status != 'passed'")
+    if f.since is not None:
+        clauses.append("created_at >= ?")
+        args.append(f.since)
+    if f.until is not None:
+        clauses.append("created_at < ?")
+        args.append(f.until)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", args
+
+
+def _percentiles(values: str) -> str:
+    """A query of (t, n, p50, p90, p99) per t over `values`, a query of (t, ms) rows: nearest rank
+    (service/rollout_summary.py), the least ms whose rank r among the n of its t has r * 100 >= p * n."""
+    picks = ", ".join(f"MIN(CASE WHEN r * 100 >= {p} * n THEN ms END)" for p in PERCENTILES)
+    return (f"SELECT t, MAX(n), {picks} FROM (SELECT t, ms, ROW_NUMBER() OVER (PARTITION BY t ORDER BY ms) AS r,"
+            f" COUNT(*) OVER (PARTITION BY t) AS n FROM ({values}) WHERE ms IS NOT NULL) GROUP BY t ORDER BY t")
+
+
 class RolloutStore:
     def __init__(self, path: str | Path, retention: int = 1_000_000) -> None:
         """path: the SQLite file (a service's is Settings.db_file)."""
@@ -117,8 +162,11 @@ class RolloutStore:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
-        if "cache_key" not in {row[1] for row in self.db.execute("PRAGMA table_info(rollouts)")}:
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(rollouts)")}
+        if "cache_key" not in columns:
             self.db.execute("ALTER TABLE rollouts ADD COLUMN cache_key TEXT")
+        if "test_kind" not in columns:  # the dashboard's groups and filter; NULL in rows written before it: KIND
+            self.db.execute("ALTER TABLE rollouts ADD COLUMN test_kind TEXT")
         self.db.execute("CREATE INDEX IF NOT EXISTS rollouts_cache_key ON rollouts (cache_key) WHERE cache_key IS "
                         "NOT NULL")
         self._writes = 0
@@ -129,10 +177,10 @@ class RolloutStore:
         """cache_key: set for a verdict that may answer an identical item later (see cached())."""
         self.db.execute(
             "INSERT OR REPLACE INTO rollouts (id, client_id, created_at, status, language, profile, reward, request,"
-            " result, image, versions, cache_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " result, image, versions, cache_key, test_kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (result["rollout_id"], result.get("id"), time.time(), result["status"], request.get("language"),
              result.get("profile"), result.get("reward"), json.dumps(request), json.dumps(capped(result)), image,
-             json.dumps(versions), cache_key),
+             json.dumps(versions), cache_key, test_kind(request)),
         )
         self._writes += 1
         if self._writes % 1000 == 0 or self.retention < 1000:
@@ -193,6 +241,7 @@ class RolloutStore:
     def _row(self, row: tuple) -> dict[str, Any]:
         record = dict(zip(self._columns, row, strict=True))
         record.pop("cache_key", None)
+        record.pop("test_kind", None)
         for key in ("request", "result", "versions"):
             record[key] = json.loads(record[key]) if record[key] else None
         return record
@@ -208,34 +257,78 @@ class RolloutStore:
         return [{"id": seq, "created_at": at, "name": name, "summary": json.loads(summary)}
                 for seq, at, name, summary in rows.fetchall()]
 
-    def summary(self, window: int = SUMMARY_WINDOW) -> Summary:
-        """The dashboard's figures over the newest `window` rollouts, in SQL (summary_of_records says the same in
-        Python)."""
+    def summary(self, filters: Filters = NO_FILTERS, window: int = SUMMARY_WINDOW) -> Summary:
+        """The dashboard's figures over the newest `window` rollouts that match `filters`, in SQL
+        (summary_of_records says the same in Python). The rollouts shown are copied once, with the fields the
+        figures use taken out of their JSON, into a temporary table that every figure then reads."""
         db = self.db
-        recent = f"(SELECT * FROM rollouts ORDER BY seq DESC LIMIT {int(window)})"
-        per_minute = db.execute(
-            f"SELECT CAST(created_at / 60 AS INTEGER) * 60 AS minute, COUNT(*),"
-            f" AVG(json_extract(result, '$.details.timings.tests_ms')), AVG(reward)"
-            f" FROM {recent} GROUP BY minute ORDER BY minute").fetchall()
-        rewards = db.execute(
-            f"SELECT ROUND(reward, 1) AS bin, COUNT(*) FROM {recent} WHERE reward IS NOT NULL GROUP BY bin ORDER BY bin"
-        ).fetchall()
-        components = {c: db.execute(f"SELECT AVG(json_extract(result, '$.components.{c}')) FROM {recent}"
-                                    ).fetchone()[0] for c in COMPONENTS}
-        statuses = db.execute(f"SELECT status, COUNT(*) FROM {recent} GROUP BY status ORDER BY COUNT(*) DESC"
-                              ).fetchall()
-        slowest = db.execute(
-            f"SELECT id, status, reward, json_extract(result, '$.details.timings.tests_ms') AS ms, client_id"
-            f" FROM {recent} WHERE ms IS NOT NULL ORDER BY ms DESC LIMIT {SLOWEST}").fetchall()
-        failed = db.execute(f"SELECT id, status, result, client_id FROM {recent} WHERE status != 'passed'"
-                            f" ORDER BY seq DESC LIMIT {FAILURES}").fetchall()
+        where, args = _summary_where(filters)
+        components = ", ".join(f"json_extract(result, '$.components.{c}') AS c_{c}" for c in COMPONENTS)
+        db.execute("DROP TABLE IF EXISTS temp.shown")
+        db.execute(f"CREATE TEMP TABLE shown AS SELECT seq, id, client_id, created_at, status, language, profile,"
+                   f" reward, json_extract(result, '$.details.timings.tests_ms') AS ms, {KIND} AS kind, {components}"
+                   f" FROM rollouts{where} ORDER BY seq DESC LIMIT {int(window)}", args)
+        try:
+            return self._summary_of_shown(filters, window)
+        finally:
+            db.execute("DROP TABLE IF EXISTS temp.shown")
+
+    def _summary_of_shown(self, filters: Filters, window: int) -> Summary:
+        db = self.db
+
+        def rows(query: str) -> list[tuple]:
+            return db.execute(query).fetchall()
+
+        count, passed, reward, first, last = rows(
+            "SELECT COUNT(*), COALESCE(SUM(status = 'passed'), 0), AVG(reward), MIN(created_at), MAX(created_at)"
+            " FROM shown")[0]
+        b = bucket_for(span_of(filters, first, last))
+        bucket = f"CAST(created_at / {b} AS INTEGER) * {b}"
+        per_bucket = rows(f"SELECT {bucket} AS t, COUNT(*), SUM(status = 'passed'), AVG(reward) FROM shown"
+                          f" GROUP BY t ORDER BY t")
+        latency_by_bucket = {t: Latency(*rest)
+                             for t, *rest in rows(_percentiles(f"SELECT {bucket} AS t, ms FROM shown"))}
+        overall = rows(_percentiles("SELECT 0 AS t, ms FROM shown"))
+
+        def groups(key: str) -> list[Group]:
+            return [Group(k, n, passed, passed / n, reward) for k, n, passed, reward in rows(
+                f"SELECT {key} AS k, COUNT(*) AS n, SUM(status = 'passed'), AVG(reward) FROM shown"
+                f" GROUP BY k ORDER BY n DESC, k")]
+
+        rewards = rows("SELECT ROUND(reward, 1) AS bin, COUNT(*) FROM shown WHERE reward IS NOT NULL GROUP BY bin"
+                       " ORDER BY bin")
+        means = rows(f"SELECT {', '.join(f'AVG(c_{c})' for c in COMPONENTS)} FROM shown")[0]
+        statuses = rows("SELECT status, COUNT(*) AS n FROM shown GROUP BY status ORDER BY n DESC, status")
+        slowest = rows(f"SELECT id, status, reward, ms, client_id FROM shown WHERE ms IS NOT NULL"
+                       f" ORDER BY ms DESC, seq DESC LIMIT {SLOWEST}")
+        failed = rows(f"SELECT s.id, s.status, r.result, s.client_id FROM shown s JOIN rollouts r ON r.seq = s.seq"
+                      f" WHERE s.status != 'passed' ORDER BY s.seq DESC LIMIT {FAILURES}")
+        points = rows(f"SELECT id, created_at, status, ms, reward FROM shown ORDER BY seq DESC LIMIT {POINTS}")
+        # The choices: what the newest rollouts hold, whatever the filters (read again only when they select).
+        everything = "shown" if filters == NO_FILTERS else (
+            f"(SELECT language, profile, status, {KIND} AS kind FROM rollouts ORDER BY seq DESC LIMIT {int(window)})")
+
+        def present(key: str) -> list[str]:
+            return [k for (k,) in rows(f"SELECT DISTINCT {key} AS k FROM {everything} WHERE k IS NOT NULL ORDER BY k")]
+
         return Summary(
-            throughput=[Minute(*row) for row in per_minute],
+            count=count,
+            passed=passed,
+            reward=reward,
+            bucket_s=b,
+            throughput=[Bucket(t, n, passed, reward, latency_by_bucket.get(t, Latency(0, None, None, None)))
+                        for t, n, passed, reward in per_bucket],
+            latency=Latency(*overall[0][1:]) if overall else Latency(0, None, None, None),
+            by_language=groups("language"),
+            by_profile=groups("profile"),
+            by_kind=groups("kind"),
             reward_histogram=[RewardBin(*row) for row in rewards],
-            components=components,
+            components=dict(zip(COMPONENTS, means, strict=True)),
             statuses=[StatusCount(*row) for row in statuses],
             slowest=[SlowRollout(*row) for row in slowest],
             recent_failures=[FailedRollout(i, st, reason(json.loads(result)) or "", c) for i, st, result, c in failed],
+            points=[Point(*row) for row in points],
+            choices=Choices(present("language"), present("profile"), present("status"), present("kind")),
         )
 
     def close(self) -> None:

@@ -28,7 +28,7 @@ from service.redis_scripts import (
     decode_record,
 )
 from service.redis_store import RedisRolloutStore
-from service.rollout_summary import FailedRollout, RewardBin, SlowRollout, StatusCount, summary_of_records
+from service.rollout_summary import FailedRollout, Filters, RewardBin, SlowRollout, StatusCount, summary_of_records
 from service.store import RolloutStore
 
 from .distributed import RedisServer, new_prefix
@@ -331,9 +331,31 @@ def test_the_redis_stores_summary_is_the_sqlite_stores(redis_server, tmp_path) -
         sqlite.add(request, result, "img", {"runner": "1"})
         redis_store.add(request, result, "img", {"runner": "1"})
     check(redis_store.summary())
-    # Everything but the minutes, which each store reads from its own clock (Redis's TIME, SQLite's time.time()).
+    # Everything but the times, which each store reads from its own clock (Redis's TIME, SQLite's time.time()).
     ours, theirs = rounded(redis_store.summary()), rounded(sqlite.summary())
-    ours.pop("throughput"), theirs.pop("throughput")
+    for summary in (ours, theirs):
+        summary.pop("throughput")
+        summary["points"] = [{**p, "t": None} for p in summary["points"]]
     assert ours == theirs
+    redis_store.close()
+    sqlite.close()
+
+
+@pytest.mark.parametrize("filters", [Filters(language="rust"), Filters(status="failed"), Filters(failed=True),
+                                     Filters(profile="seed", kind="io"), Filters(language="none of ours")])
+def test_the_redis_stores_filtered_summary_is_the_sqlite_stores(redis_server, tmp_path, filters) -> None:
+    from .test_dashboard_units import made
+
+    sqlite = RolloutStore(tmp_path / "rollouts.sqlite3")
+    redis_store = RedisRolloutStore(redis_server.url, new_prefix(), retention=1000)
+    for i in range(48):
+        sqlite.add(*made(i), "img", {"runner": "1"})
+        redis_store.add(*made(i), "img", {"runner": "1"})
+    ours, theirs = rounded(redis_store.summary(filters)), rounded(sqlite.summary(filters))
+    for summary in (ours, theirs):  # times: each store's own clock
+        del summary["throughput"], summary["bucket_s"]
+        summary["points"] = [{**p, "t": None} for p in summary["points"]]
+    assert ours == theirs and ours["count"] == sum(map(filters.matches, [
+        {**r, "created_at": 0.0} for r in sqlite.list(limit=100)[0]]))
     redis_store.close()
     sqlite.close()
