@@ -51,9 +51,17 @@ def reply_ttl_s(s: Settings) -> int:
     return int(s.deadline_s + 2 * s.max_item_s + 120)
 
 
+MAX_CONNECTIONS = 100  # per client: redis-py's default
+CONNECTION_WAIT_S = 10.0
+
+
 def connect(url: str, timeout_s: float = 5.0) -> aioredis.Redis:
-    return aioredis.Redis.from_url(url, decode_responses=True, socket_timeout=timeout_s, socket_connect_timeout=2,
-                                   retry_on_timeout=False)
+    """A client whose commands wait (up to CONNECTION_WAIT_S) for one of its connections when all are in use: the
+    default pool raises at once instead, and a burst of requests (200 at once) then answers 500."""
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=MAX_CONNECTIONS, timeout=CONNECTION_WAIT_S, decode_responses=True,
+        socket_timeout=timeout_s, socket_connect_timeout=2, retry_on_timeout=False)
+    return aioredis.Redis.from_pool(pool)
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,12 @@ its calls there through Redis.
 
 Theory of operation. A worker runs a SessionManager (service/sessions.py) on a session pool of its own and serves
 `{prefix}:sessions:rpc:<worker>` (a list: RPUSH by API processes, BLPOP here): each request is
-{"op", "args", "reply"} and its answer goes to the list named by `reply` (RPUSH, with a TTL), which the API waits on
-with BLPOP in one-second slices; between slices it looks at the owner's heartbeat (`{prefix}:workers`, written by
-service/worker.py every couple of seconds): an owner silent for DEAD_AFTER_S is dead, and the call answers 410
+{"op", "args", "reply", "call"} and its answer, tagged with `call`, goes to the list named by `reply` (RPUSH, with a
+TTL): one list per API process, read by one task of that process (BLPOP in one-second slices) that hands each
+answer to the call waiting for it, so that a flood of calls holds one Redis connection, not one each (200 session
+commands at once used to exhaust the client's pool of 100 and answer 500). A waiting call looks at the owner's
+heartbeat (`{prefix}:workers`, written by service/worker.py every couple of seconds, read at most every
+BEATS_FRESH_S for all calls) once a second: an owner silent for DEAD_AFTER_S is dead, and the call answers 410
 naming it, never a hang. Where each session lives is the hash `{prefix}:sessions` (id -> owner, repo, created,
 ttl), written by the owner; the API picks the live worker holding the fewest sessions for a new one. A reward is
 graded like any distributed item: the owner hands back the diff and history (op "submission") and the API scores
@@ -17,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import socket
 import time
 import uuid
 from types import SimpleNamespace
@@ -32,6 +37,7 @@ DEAD_AFTER_S = 10.0  # a worker's heartbeat older than this: its sessions are go
 REPLY_TTL_S = 120
 TOMBSTONE_TTL_S = 86400  # how long an ended session answers 410 (then 404)
 CALL_MARGIN_S = 60.0  # beyond an exec's own timeout, how long a call may take before it is given up on
+BEATS_FRESH_S = 0.5  # the workers' heartbeats, read once for every call waiting meanwhile
 
 
 def rpc_key(prefix: str, worker: str) -> str:
@@ -84,7 +90,7 @@ class SessionServer:
         except Exception as e:  # noqa: BLE001 - a fault of ours, told to the caller rather than left to time out
             log.exception("session op %s failed", req.get("op"))
             answer = {"error": {"kind": "internal", "message": f"{type(e).__name__}: {e}"}}
-        await self.redis.rpush(req["reply"], json.dumps(answer))
+        await self.redis.rpush(req["reply"], json.dumps({**answer, "call": req.get("call")}))
         await self.redis.expire(req["reply"], REPLY_TTL_S)
 
     async def _dispatch(self, op: str, a: dict[str, Any]) -> Any:
@@ -150,14 +156,43 @@ class RemoteSessions:
         self.redis, self.prefix, self.score = redis, prefix, score
         self.settings = settings
         self.metrics = SessionMetrics(registry)
+        self.reply = f"{prefix}:sessions:reply:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}  # call id -> its answer
+        self._reader: asyncio.Task | None = None
+        self._beats: tuple[float, dict[str, float]] = (-BEATS_FRESH_S, {})  # (when read, live workers)
+        self._beats_lock = asyncio.Lock()
 
     async def close(self) -> None:
-        pass
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+
+    async def _read_replies(self) -> None:
+        """This process's one reader of answers: each to the call that waits for it (a call given up on: dropped)."""
+        while True:
+            try:
+                got = await self.redis.blpop([self.reply], timeout=1)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - Redis away: the waiting calls time out on their own
+                log.warning("session replies: %s", e)
+                await asyncio.sleep(1.0)
+                continue
+            if got is None:
+                continue
+            answer = json.loads(got[1])
+            waiter = self._waiting.pop(str(answer.get("call")), None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(answer)
 
     async def _live_workers(self) -> dict[str, float]:
-        beats = await self.redis.hgetall(f"{self.prefix}:workers")
-        now = time.time()
-        return {name: json.loads(b)["time"] for name, b in beats.items() if now - json.loads(b)["time"] < DEAD_AFTER_S}
+        async with self._beats_lock:  # calls waiting together read the heartbeats once
+            if time.monotonic() - self._beats[0] >= BEATS_FRESH_S:
+                beats = await self.redis.hgetall(f"{self.prefix}:workers")
+                now = time.time()
+                self._beats = (time.monotonic(), {name: json.loads(b)["time"] for name, b in beats.items()
+                                                  if now - json.loads(b)["time"] < DEAD_AFTER_S})
+            return self._beats[1]
 
     async def _owner(self, sid: str) -> str:
         raw = await self.redis.hget(directory_key(self.prefix), sid)
@@ -172,20 +207,28 @@ class RemoteSessions:
         return str(entry["owner"])
 
     async def _call(self, worker: str, op: str, wait_s: float = 30.0, **args: Any) -> Any:
-        reply = f"{self.prefix}:sessions:reply:{uuid.uuid4().hex}"
-        await self.redis.rpush(rpc_key(self.prefix, worker), json.dumps({"op": op, "args": args, "reply": reply}))
-        deadline = time.monotonic() + wait_s + CALL_MARGIN_S
-        while True:
-            got = await self.redis.blpop([reply], timeout=1)
-            if got is not None:
-                answer = json.loads(got[1])
-                break
-            if worker not in await self._live_workers():
-                await self.redis.delete(rpc_key(self.prefix, worker))
-                raise SessionGone(f"the worker {worker} that held this session died (no heartbeat for "
-                                  f"{DEAD_AFTER_S:g}s): its sessions are lost")
-            if time.monotonic() > deadline:
-                raise SessionGone(f"the worker {worker} did not answer within {wait_s + CALL_MARGIN_S:g}s")
+        if self._reader is None or self._reader.done():
+            self._reader = asyncio.get_running_loop().create_task(self._read_replies())
+        call = uuid.uuid4().hex
+        answered = self._waiting[call] = asyncio.get_running_loop().create_future()
+        try:
+            await self.redis.rpush(rpc_key(self.prefix, worker), json.dumps(
+                {"op": op, "args": args, "reply": self.reply, "call": call}))
+            deadline = time.monotonic() + wait_s + CALL_MARGIN_S
+            while True:
+                try:
+                    answer = await asyncio.wait_for(asyncio.shield(answered), 1.0)
+                    break
+                except TimeoutError:
+                    pass
+                if worker not in await self._live_workers():
+                    await self.redis.delete(rpc_key(self.prefix, worker))
+                    raise SessionGone(f"the worker {worker} that held this session died (no heartbeat for "
+                                      f"{DEAD_AFTER_S:g}s): its sessions are lost")
+                if time.monotonic() > deadline:
+                    raise SessionGone(f"the worker {worker} did not answer within {wait_s + CALL_MARGIN_S:g}s")
+        finally:
+            self._waiting.pop(call, None)
         if "ok" in answer:
             return answer["ok"]
         err = answer["error"]

@@ -58,3 +58,29 @@ def test_sessions_are_pinned_to_a_worker_routed_through_redis_and_die_with_it(re
         assert dead.status_code == 410 and "died" in dead.text and time.monotonic() - started < 3, dead.text
         assert victim not in {s["session_id"] for s in api.get("/sessions").json()["sessions"]}
         assert api.post(f"/sessions/{first}/exec", json={"command": "true"}).json()["status"] == "ok"
+
+
+def test_a_flood_of_session_commands_is_run_or_refused_with_retry_after_never_a_500(redis_server, procs):  # noqa: F811
+    """150 commands at once through one API process: each gets its result or a 429 with Retry-After (the worker's
+    session pool line, REWARDBOX_MAX_WAIT_S), never a 500 (calls waiting for answers used to hold a Redis
+    connection each, past the client's 100)."""
+    import asyncio
+
+    _prefix, _env, _r, _api, url = start_cluster(redis_server, procs, workers=1, REWARDBOX_MAX_WAIT_S="4",
+                                                REWARDBOX_SESSIONS_MAX="200")
+
+    async def flood() -> list[httpx.Response]:
+        limits = httpx.Limits(max_connections=200)
+        async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+            repo = (await client.post("/repos", content=repo_archive(CALC),
+                                      headers={"content-type": "application/gzip"})).json()["id"]
+            sids = [(await client.post("/sessions", json={"repo": {"id": repo}})).json()["session_id"]
+                    for _ in range(150)]
+            return await asyncio.gather(*(client.post(f"/sessions/{sid}/exec", json={
+                "command": "sleep 2; echo ok", "timeout_s": 5}) for sid in sids))
+
+    answers = asyncio.run(flood())
+    codes = {r.status_code for r in answers}
+    assert codes == {200, 429}, [r.text for r in answers if r.status_code not in (200, 429)][:3]
+    assert all(r.json()["stdout"] == "ok\n" for r in answers if r.status_code == 200)
+    assert all(int(r.headers["Retry-After"]) >= 1 for r in answers if r.status_code == 429)
