@@ -5,9 +5,10 @@ against the default bound of 2,048 queued test cases; meanwhile /healthz is prob
 refused requests were answered, how fast health was answered (next to the same probe on the idle service: the
 baseline of this run), and what became of every accepted item.
 
-`--flood sleep`: 200 concurrent calls of `time.sleep(2)` (each its own request: `/run_code`, then `/reward`) against
-a pool of 2, with an 80 s client timeout: every call must be answered (its result) or refused fast (429/504 with
-Retry-After, service/wait_line.py) within that timeout, /healthz answering meanwhile. `--unbounded` runs the same
+`--flood sleep`: 200 concurrent calls of `time.sleep(2)` (each its own request: `/run_code`, then `/reward`, then
+a session command `sleep 2` in each of 200 open sessions) against a pool of 2 (and the session pool of 2), with an
+80 s client timeout: every call must be answered (its result) or refused fast (429/504 with Retry-After,
+service/wait_line.py) within that timeout, /healthz answering meanwhile. `--unbounded` runs the same
 flood again with REWARDBOX_MAX_WAIT_S and REWARDBOX_DEADLINE_S at 3600 (no refusal by time: the behaviour before
 it) as this run's baseline.
 
@@ -102,48 +103,76 @@ def flood(url: str, clients: int, per_request: int) -> dict:
 SLEEP = "import time\ntime.sleep(2)\nprint('done')\n"
 
 
+SESSIONS = "sessions"  # the third flood: one command in each of `calls` open sessions
+
+
 def sleep_request(route: str, i: int) -> dict:
+    if route == SESSIONS:
+        return {"command": f"sleep 2; echo done # {i}", "timeout_s": 10}
     if route == "/run_code":
         return {"code": SLEEP + f"# {i}\n", "language": "python", "run_timeout": 10}
     return {"code": SLEEP + f"# {i}\n", "profile": "binary",  # distinct: no cache hit, no sharing
             "tests": {"kind": "io", "cases": [{"stdout": "done\n"}]}}
 
 
-async def sleep_calls(url: str, route: str, calls: int, timeout_s: float) -> list[tuple[str, float, str]]:
-    """(outcome, seconds, Retry-After) per call: ok, refused (429/504 with Retry-After before the wait), late
-    (504: admitted, not started in time), no_answer (the client's timeout), or the status."""
+async def open_sessions(client: httpx.AsyncClient, n: int) -> list[str]:
+    """n sessions on a one-file repository, opened before the flood (one at a time: not what is measured)."""
+    from rewardbox.archive import repo_archive
+
+    r = await client.post("/repos", content=repo_archive({"README": b"bench\n"}),
+                          headers={"content-type": "application/gzip"})
+    r.raise_for_status()
+    repo = {"repo": {"id": r.json()["id"]}}
+    sids = []
+    for _ in range(n):
+        r = await client.post("/sessions", json=repo)
+        r.raise_for_status()
+        sids.append(r.json()["session_id"])
+    return sids
+
+
+async def sleep_calls(url: str, route: str, calls: int, timeout_s: float
+                      ) -> tuple[list[tuple[str, float, str]], float]:
+    """(outcome, seconds, Retry-After) per call, and the flood's wall time (sessions are opened before it).
+    Outcomes: ok, refused (429/504 with Retry-After before the wait), late (504: admitted, not started in time;
+    429 "did not get a sandbox" for a session command), no_answer (the client's timeout), or the status."""
     limits = httpx.Limits(max_connections=calls + 10, max_keepalive_connections=calls + 10)
     async with httpx.AsyncClient(base_url=url, timeout=timeout_s, limits=limits) as client:
+        sids = await open_sessions(client, calls) if route == SESSIONS else []
+
         async def one(i: int) -> tuple[str, float, str]:
+            path = f"/sessions/{sids[i]}/exec" if route == SESSIONS else route
             t0 = time.perf_counter()
             try:
-                r = await client.post(route, json=sleep_request(route, i))
+                r = await client.post(path, json=sleep_request(route, i))
             except httpx.TimeoutException:
                 return "no_answer", time.perf_counter() - t0, ""
             took = time.perf_counter() - t0
             if r.status_code == 200:
                 return "ok", took, ""
             if r.status_code in (429, 503, 504):
-                late = "not started" in r.text
+                late = "not started" in r.text or "did not get a sandbox" in r.text
                 if os.environ.get("BENCH_DEBUG"):
                     print(r.status_code, r.text[:300])
                 return "late" if late else "refused", took, r.headers.get("retry-after", "")
             return str(r.status_code), took, ""
 
-        return await asyncio.gather(*[one(i) for i in range(calls)])
+        t0 = time.perf_counter()
+        answers = await asyncio.gather(*[one(i) for i in range(calls)])
+        return answers, time.perf_counter() - t0
 
 
 def sleep_flood(url: str, calls: int, timeout_s: float) -> dict:
     out: dict = {"health_idle": summary(probe(url, 3.0))}
-    for route in ("/run_code", "/reward"):
+    for route in ("/run_code", "/reward", SESSIONS):
         done = threading.Event()
         with ThreadPoolExecutor(1) as pool:
             health = pool.submit(probe, url, done)
-            t0 = time.perf_counter()
-            answers = asyncio.run(sleep_calls(url, route, calls, timeout_s))
-            wall = time.perf_counter() - t0
+            answers, wall = asyncio.run(sleep_calls(url, route, calls, timeout_s))
             done.set()
             out[route] = {"wall_s": round(wall, 1), "outcomes": dict(Counter(o for o, _, _ in answers)),
+                          "calls": calls, "client_timeout_s": timeout_s,
+                          "answered_in_time": sum(1 for o, s, _ in answers if o != "no_answer" and s < timeout_s),
                           "retry_after_given": sum(1 for o, _, ra in answers if o in ("refused", "late") and ra),
                           **{o: summary([s * 1000 for x, s, _ in answers if x == o])
                              for o in ("ok", "refused", "late", "no_answer")},
@@ -161,6 +190,7 @@ def settings_env(args: argparse.Namespace, unbounded: bool = False) -> dict[str,
     env = dict(COMMON)
     if args.flood == "sleep":  # the flood of the issue: the default pool of 2, no result cache
         env["REWARDBOX_POOL_SIZE"] = "2"
+        env["REWARDBOX_SESSIONS_MAX"] = str(args.calls + 10)  # every call its own open session
     if unbounded:  # no refusal by time: admitted whatever the wait, answered 504 only after the deadline
         env["REWARDBOX_MAX_WAIT_S"] = env["REWARDBOX_DEADLINE_S"] = "3600"
     return env
@@ -245,10 +275,11 @@ def print_sleep(report: dict) -> None:
             continue
         idle = r["health_idle"]
         print(f"{mode}: /healthz idle p50 {idle['p50_ms']:.1f} ms, p99 {idle['p99_ms']:.1f} ms")
-        for route in ("/run_code", "/reward"):
+        for route in ("/run_code", "/reward", SESSIONS):
             x = r[route]
-            print(f"  {route:9s} {x['outcomes']} in {x['wall_s']} s; Retry-After on {x['retry_after_given']} "
-                  "refusals")
+            print(f"  {route:9s} {x['outcomes']} in {x['wall_s']} s; answered within the client's "
+                  f"{x['client_timeout_s']:g} s: {x['answered_in_time']} of {x['calls']}; Retry-After on "
+                  f"{x['retry_after_given']} refusals")
             for outcome in ("ok", "refused", "late", "no_answer"):
                 s = x[outcome]
                 if s.get("n"):

@@ -59,6 +59,7 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
             app.state.sessions = RemoteSessions(remote.queue.redis, remote.queue.prefix, remote.score_many,
                                                 metrics.registry, settings.sessions)
             yield
+            await app.state.sessions.close()  # its reader of answers, before the connection goes
             await remote.close()
             return
         own = pool is None
