@@ -23,6 +23,7 @@ from sandboxes.backends import UnsupportedTarget
 from sandboxes.targets import DEFAULT_TARGET, SandboxTarget
 
 from .environment_models import EnvironmentRef
+from .environments import EnvironmentNotFound, EnvironmentNotReady
 
 Lookup = Callable[[str], SandboxTarget]
 DEFAULT_PYTHON = "/usr/bin/python3"
@@ -68,7 +69,7 @@ class Resolver:
                                          "image (environment.image) or leave environment out")
             try:
                 return self.lookup(ref.id)
-            except (KeyError, LookupError, ValueError, RuntimeError) as e:  # EnvironmentNotFound / NotReady
+            except (EnvironmentNotFound, EnvironmentNotReady) as e:  # the request's: any other error is ours
                 raise EnvironmentProblem(("environment", "id"), str(e) or type(e).__name__) from None
         assert ref.image is not None  # EnvironmentRef: exactly one of id and image
         if self.backend in ("bubblewrap", "bwrap"):

@@ -11,6 +11,7 @@ from service.cache import cache_key
 from service.config import Settings
 from service.environment_models import EnvironmentRef
 from service.environment_pools import EnvironmentProblem, Resolver
+from service.environments import EnvironmentNotFound, EnvironmentNotReady
 from service.models import RewardItem
 from service.validation import Problem, check_item
 
@@ -54,19 +55,29 @@ def test_an_id_without_a_store_is_refused_naming_environment_id():
 def test_an_id_goes_through_the_lookup_and_its_errors_are_4xx():
     built = SandboxTarget(key="b" * 64)
 
-    class EnvironmentNotReady(RuntimeError):
-        pass
-
     def lookup(env_id: str) -> SandboxTarget:
         if env_id == "b" * 64:
             return built
-        raise EnvironmentNotReady(f"environment {env_id[:12]} is still building")
+        if env_id == "c" * 64:
+            raise EnvironmentNotReady(env_id, "building")
+        raise EnvironmentNotFound(f"no environment {env_id[:12]}")
 
     r = resolver(lookup=lookup)
     assert r.resolve(EnvironmentRef(id="b" * 64)) is built
     with pytest.raises(EnvironmentProblem) as e:
         r.resolve(EnvironmentRef(id="c" * 64))
-    assert e.value.loc == ("environment", "id") and "still building" in e.value.message
+    assert e.value.loc == ("environment", "id") and "building" in e.value.message
+    with pytest.raises(EnvironmentProblem) as e:
+        r.resolve(EnvironmentRef(id="d" * 64))
+    assert e.value.loc == ("environment", "id") and "no environment" in e.value.message
+
+
+def test_a_lookup_that_fails_on_its_own_is_not_the_request_s_fault():
+    def lookup(env_id: str) -> SandboxTarget:
+        raise OSError("cache folder unreadable")
+
+    with pytest.raises(OSError):  # an infrastructure fault, never a 4xx naming the request's field
+        resolver(lookup=lookup).resolve(EnvironmentRef(id="e" * 64))
 
 
 def test_an_image_found_is_not_asked_for_again_per_item():
