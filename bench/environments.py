@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sandboxes.image import rootfs_dir  # noqa: E402
-from service.environment_build import docker_image, docker_ok  # noqa: E402
-from service.environment_models import EnvironmentSpec  # noqa: E402
-from service.environments import EnvironmentStore  # noqa: E402
+from service.environments.build import docker_image, docker_ok  # noqa: E402
+from service.environments.models import EnvironmentSpec  # noqa: E402
+from service.environments.store import EnvironmentStore  # noqa: E402
 
 
 def main() -> None:

@@ -4,11 +4,11 @@
     PYTHONPATH=. .venv/bin/python bench/environments_run.py --items 20 --execs 50 --json
 
 The own image is tests/own_image.py's SWE-bench-like image (conda-style interpreter, the task's repository at
-/testbed, no Python of the system), built locally if missing. The task is service/repo_benchmark.py's
+/testbed, no Python of the system), built locally if missing. The task is service/repos/benchmark.py's
 toolz-1.2.0-bug0, graded with its gold patch.
 - Items: cold start of a target's first item (its pool started on first use, as the service does for a new
   environment, plus the item) and the warm per-item cost after it (p50 over --items), for the own image (through
-  service/environment_pools.py) and for the default image (a pool of the same size, the snapshot sent once).
+  service/environments/pools.py) and for the default image (a pool of the same size, the snapshot sent once).
 - Sessions: exec p50 of a trivial command (`python -c pass`) in a session in the own image, and in the default
   image, next to `docker exec` of the same command into a plain running container of the own image (no
   isolation of ours: the floor an exec-based harness pays).
@@ -31,15 +31,15 @@ from graders.repo import RepoGrader
 from graders.tests import job_limits
 from sandboxes import SandboxPool, SandboxSpec, choose_backend
 from sandboxes.targets import DEFAULT_TARGET, SandboxTarget
+from service.compat.swebench import to_item
 from service.config import SessionSettings
-from service.environment_models import EnvironmentRef
-from service.environment_pools import EnvironmentPools
-from service.repo_archive import ArchiveLimits, normalize
-from service.repo_benchmark import tasks
-from service.repo_models import RepoTests
-from service.session_models import SessionLimits
-from service.sessions import SessionManager
-from service.swebench import to_item
+from service.environments.models import EnvironmentRef
+from service.environments.pools import EnvironmentPools
+from service.repos.archive import ArchiveLimits, normalize
+from service.repos.benchmark import tasks
+from service.repos.models import RepoTests
+from service.sessions.manager import SessionManager
+from service.sessions.models import SessionLimits
 from tests.own_image import PYTHON, TESTBED, build
 
 TASK = next(t for t in tasks() if t["instance_id"] == "toolz-1.2.0-bug0")

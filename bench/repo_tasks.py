@@ -3,7 +3,7 @@
     .venv/bin/python bench/repo_tasks.py                 # starts `rewardbox serve` (pool of 2, result cache off)
     .venv/bin/python bench/repo_tasks.py --rounds 3 --json
 
-The tasks are service/repo_benchmark.py's (real PyPI sdists with one injected bug each). Every task gets a group of
+The tasks are service/repos/benchmark.py's (real PyPI sdists with one injected bug each). Every task gets a group of
 8 patches, as a GRPO step would sample them: the gold patch twice, the gold patch plus an unrelated comment, the
 empty patch, a comment-only patch, a patch that does not apply, a patch with a syntax error, and a planted
 conftest.py that forces every test to pass (a reward hack).
@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.humaneval import free_port, stop_server, wait_ready  # noqa: E402
-from service import swebench  # noqa: E402
-from service.repo_benchmark import tasks  # noqa: E402
+from service.compat import swebench  # noqa: E402
+from service.repos.benchmark import tasks  # noqa: E402
 from tests.repo_hacks import HACKS, hack_patch, repo_diff  # noqa: E402
 
 TARGET_EXTRA_MS = 30.0

@@ -51,7 +51,7 @@ class RepoGrader:
 
     async def grade(self, repo_id: str | None, patch: str | None, files: dict[str, str] | None, tests: Any,
                     limits: Limits) -> Outcome:
-        """tests: service.repo_models.RepoTests. repo_id None: the repository in the target's image
+        """tests: service.repos.models.RepoTests. repo_id None: the repository in the target's image
         (target.repo_path), which each sandbox reads once itself."""
         job: dict[str, Any] = {"test_files": tests.test_files, "tests": tests.listed(), "args": tests.pytest_args(),
                                "framework": tests.framework}

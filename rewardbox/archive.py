@@ -4,7 +4,7 @@
 
 The same bytes for the same files, so an upload of an unchanged repository gets the same id (the sha256 of the
 archive) and the server keeps one copy. The server checks and normalizes every upload on its side
-(service/repo_archive.py); nothing here is trusted by it.
+(service/repos/archive.py); nothing here is trusted by it.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Jobs
 One frozen class per op of the in-sandbox runner, each with only the fields its op reads, so a job cannot carry
 another op's fields: RunJob, CasesJob, JudgeJob, LintJob, MeasureJob, RepoJob, SessionJob. ``to_wire()`` is the request
 the runner reads (sandboxes/inside/runner.py, Runner.handle); ``to_dict()`` / ``job_from_dict()`` the lossless
-form that travels on distributed mode's queue (service/redis_queue.py).
+form that travels on distributed mode's queue (service/distributed/queue.py).
 
 ``Job`` is their base class. Calling it, ``Job("run", program=..., stdin=...)``, is the compatibility path of the
 former single Job class: it builds the typed job of that op and refuses fields the op does not have.

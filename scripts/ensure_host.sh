@@ -44,7 +44,7 @@ else
         || missing+=(libseccomp2)
 fi
 have python3 || missing+=(python3)
-# SWE-bench test patches are applied to snapshots on the host by service/swebench.py (trusted dataset content).
+# SWE-bench test patches are applied to snapshots on the host by service/compat/swebench.py (trusted dataset content).
 have patch || missing+=(patch)
 if need_docker; then
     # The client is enough when an engine already answers (e.g. a non-root user in the docker group).

@@ -7,13 +7,13 @@ counted; it then resizes its reservation to the work it really brings (cache hit
 and gives each item's share back when the item starts. A request that does not fit is refused whole, at once.
 
 In distributed mode the bound is checked again, across API processes, by the script that enqueues
-(service/redis_scripts.py); the reservation here only keeps this process from spending time on requests that
+(service/distributed/scripts.py); the reservation here only keeps this process from spending time on requests that
 cannot fit.
 """
 
 from __future__ import annotations
 
-from .errors import Overloaded
+from service.errors import Overloaded
 
 
 class Admission:

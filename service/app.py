@@ -15,26 +15,36 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from sandboxes import SandboxPool
 from sandboxes.image import use_cache_dir
-
-from . import __version__, dashboard, openrlhf, repos, rollouts, sandbox_fusion, sandbox_fusion_datasets
-from .auth import BearerAuth
-from .body_limit import BodyLimit
-from .config import Settings, sandbox_pool
-from .environment_build import BuildLimits
-from .environment_pools import set_lookup
-from .environment_routes import install as install_environments
-from .environments import EnvironmentStore
-from .errors import NotStarted, Overloaded, Unavailable
-from .executor import Executor, LocalExecutor
-from .metrics import Metrics, RequestCounter
-from .models import MAX_DEADLINE_S, PROFILES, SUPPORTED_LANGUAGES, BatchRequest, BatchResult, ItemResult, RewardItem
-from .reward import DEFAULT_WEIGHTS
-from .schema import ERRORS, retry_after
-from .session_routes import router as session_router
-from .session_rpc import RemoteSessions
-from .sessions import SessionManager
-from .store import RolloutStore
-from .validation import TEST_KINDS, InvalidRequest, Problem, request_errors
+from service import __version__, dashboard
+from service.auth import BearerAuth
+from service.body_limit import BodyLimit
+from service.compat import openrlhf, sandbox_fusion, sandbox_fusion_datasets
+from service.config import Settings, sandbox_pool
+from service.distributed.sessions import RemoteSessions
+from service.environments.build import BuildLimits
+from service.environments.pools import set_lookup
+from service.environments.routes import install as install_environments
+from service.environments.store import EnvironmentStore
+from service.errors import NotStarted, Overloaded, Unavailable
+from service.executor import Executor, LocalExecutor
+from service.metrics import Metrics, RequestCounter
+from service.models import (
+    MAX_DEADLINE_S,
+    PROFILES,
+    SUPPORTED_LANGUAGES,
+    BatchRequest,
+    BatchResult,
+    ItemResult,
+    RewardItem,
+)
+from service.repos import snapshots as repos
+from service.reward import DEFAULT_WEIGHTS
+from service.rollouts import routes as rollouts
+from service.rollouts.store import RolloutStore
+from service.schema import ERRORS, retry_after
+from service.sessions.manager import SessionManager
+from service.sessions.routes import router as session_router
+from service.validation import TEST_KINDS, InvalidRequest, Problem, request_errors
 
 THREAD_AT = 64  # results: larger answers are serialised in a thread (the event loop keeps serving meanwhile)
 
@@ -54,7 +64,7 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
             yield
             return
         if settings.redis_url:  # distributed mode: no sandboxes here, workers anywhere
-            from .redis_executor import RedisExecutor
+            from service.distributed.executor import RedisExecutor
 
             remote = RedisExecutor(settings, metrics)
             await remote.start()

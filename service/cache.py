@@ -2,7 +2,7 @@
 flag penalty, under the same sandbox image, runner and service version) is answered without running again.
 
 The key is computed here for both modes; embedded mode keeps results in an in-process LRU with a TTL, distributed
-mode in Redis (service/redis_queue.py). Only verdicts on the program are cached, never our own faults.
+mode in Redis (service/distributed/queue.py). Only verdicts on the program are cached, never our own faults.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from .models import ItemResult, RewardItem
+from service.models import ItemResult, RewardItem
 
 # What a result depends on; id and metadata are the client's and do not change a verdict.
 KEY_FIELDS = ("language", "code", "tests", "limits", "reference_code", "profile", "weights", "flag_penalty",
@@ -25,8 +25,7 @@ UNCACHEABLE = ("infra_error", "invalid_input")
 def replay_versions() -> dict[str, str]:
     """What a replay must match: service and in-sandbox code, and the seed jobs run with (PYTHONHASHSEED)."""
     from sandboxes.backends.base import runner_digest
-
-    from . import __version__
+    from service import __version__
 
     return {"rewardbox": __version__, "runner": runner_digest(), "python_hash_seed": "0"}
 

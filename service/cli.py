@@ -110,12 +110,11 @@ def _print_replay(replay: dict) -> None:
 
 async def _replay_local(rollout_id: str) -> dict:
     from sandboxes.image import use_cache_dir
-
-    from .config import sandbox_pool
-    from .models import RewardItem
-    from .replay import compare
-    from .scoring import Scorer
-    from .store import RolloutStore
+    from service.config import sandbox_pool
+    from service.models import RewardItem
+    from service.rollouts.replay import compare
+    from service.rollouts.store import RolloutStore
+    from service.scoring import Scorer
 
     settings = _settings()
     use_cache_dir(settings.cache_dir)
@@ -135,7 +134,7 @@ async def _replay_local(rollout_id: str) -> dict:
 
 def _settings():
     """The service's settings from the environment; a value that does not parse is one line naming it."""
-    from .config import ConfigError, Settings
+    from service.config import ConfigError, Settings
 
     try:
         return Settings.from_env()
@@ -208,8 +207,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _dispatch(args: argparse.Namespace) -> None:
     from rewardbox import RewardboxError
-
-    from .benchmark import BenchError
+    from service.benchmark import BenchError
 
     if args.command in ("rollouts", "replay", "export", "bench"):
         try:
@@ -220,15 +218,15 @@ def _dispatch(args: argparse.Namespace) -> None:
             raise CliError(_explain(e, args.url)) from None
         return
     if args.command == "serve":
-        from .app import create_app
-        from .http_server import serve as serve_http
+        from service.app import create_app
+        from service.http_server import serve as serve_http
 
         logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         settings = _settings()
         serve_http(create_app(settings), args.host, args.port, args.log_level, settings.header_timeout_s)
     elif args.command == "worker":
-        from .worker import healthy
-        from .worker import serve as serve_worker
+        from service.distributed.worker import healthy
+        from service.distributed.worker import serve as serve_worker
 
         settings = _settings()
         if args.health:
@@ -245,7 +243,7 @@ def _client_command(args: argparse.Namespace) -> None:
     elif args.command == "export":
         cmd_export(args)
     elif args.command == "bench":
-        from .benchmark import run
+        from service.benchmark import run
 
         summary = run(args.samples, args.dataset, args.profile, client=_client(args))
         rows = [[k, f"{v:.4f}" if isinstance(v, float) else str(v)] for k, v in summary.items()]

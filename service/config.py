@@ -20,8 +20,7 @@ from graders.efficiency_measure import DEFAULT_ROUNDS
 from sandboxes import SandboxPool, choose_backend
 from sandboxes.image import DEFAULT_CACHE
 from sandboxes.pool import MAX_JOBS
-
-from .repo_archive import ArchiveLimits
+from service.repos.archive import ArchiveLimits
 
 PREFIX = "REWARDBOX_"
 MB, KB = 1 << 20, 1 << 10
@@ -29,7 +28,7 @@ MB, KB = 1 << 20, 1 << 10
 
 @dataclass(frozen=True)
 class SessionSettings:
-    """What the session manager needs (service/sessions.py); `Settings.sessions` in a service."""
+    """What the session manager needs (service/sessions/manager.py); `Settings.sessions` in a service."""
 
     max_open: int = 64
     max_bytes: int = 4096 << 20
@@ -37,12 +36,12 @@ class SessionSettings:
     sandbox_max_jobs: int = MAX_JOBS
     env_pools_max: int = 4  # sessions' pools of environments other than the default (service/environment_pools)
     env_pools_memory_mb: int = 8192
-    max_wait_s: float = 30.0  # a command expected to wait longer for a sandbox is refused (service/sessions.py)
+    max_wait_s: float = 30.0  # a command expected to wait longer for a sandbox is refused (service/sessions/manager.py)
 
 
 @dataclass(frozen=True)
 class RepoSettings:
-    """What the repository store needs (service/repos.py); `Settings.repos` in a service."""
+    """What the repository store needs (service/repos/snapshots.py); `Settings.repos` in a service."""
 
     limits: ArchiveLimits = ArchiveLimits()
     store_bytes: int = 512 << 20

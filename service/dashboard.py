@@ -1,6 +1,6 @@
 """GET /dashboard (a page) and GET /dashboard/data (what it draws), from the rollout store's summary (Store in
-service/store.py: the SQLite or the Redis store, alike here). The page only draws: every figure (percentiles, pass
-rates, groups) is computed by the store over the rollouts the filters select.
+service/rollouts/store.py: the SQLite or the Redis store, alike here). The page only draws: every figure (percentiles,
+pass rates, groups) is computed by the store over the rollouts the filters select.
 
     GET /dashboard/data?language=&profile=&status=&failed=&kind=&since=&until=
 
@@ -14,10 +14,10 @@ from pathlib import Path
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
-from .rollout_summary import Filters
-from .rollouts import parse_time
-from .schema import ERRORS
-from .store import Store
+from service.rollouts.routes import parse_time
+from service.rollouts.store import Store
+from service.rollouts.summary import Filters
+from service.schema import ERRORS
 
 router = APIRouter()
 STATIC = Path(__file__).parent / "static"

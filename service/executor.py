@@ -1,7 +1,7 @@
 """Where items are scored: the seam between the routes and the sandboxes.
 
 `Executor` is what the routes call. `LocalExecutor` (embedded mode, no REWARDBOX_REDIS_URL) scores in this process on a
-local warm pool; `service.redis_executor.RedisExecutor` (distributed mode) hands items to `rewardbox worker`
+local warm pool; `service.distributed.executor.RedisExecutor` (distributed mode) hands items to `rewardbox worker`
 processes through Redis. Both validate every item (service/validation.py: every route goes through here), answer
 the same results, consult the result cache, admit work up to the queue bound (service/admission.py: Overloaded ->
 429) and while the wait it would face is short enough (service/wait_line.py: Overloaded -> 429), share the
@@ -21,19 +21,18 @@ from typing import Any, Protocol
 
 from sandboxes import Job, Result, SandboxPool
 from sandboxes.builds import Builder
-
-from .admission import Admission, Ticket
-from .cache import EncodedTests, LocalResultCache, as_hit, cacheable, code_versions
-from .cache import keyed as keyed_item
-from .config import Settings
-from .errors import NotStarted, Overloaded, Unavailable
-from .fair import ITEMS, LANE, RUNS, FairSlots, item_scope, request_scope
-from .metrics import Metrics
-from .models import ItemResult, RewardItem
-from .repos import check_repo, repo_store
-from .scoring import Scorer
-from .validation import InvalidRequest, Problem, check_item, item_work, item_worst_s, parse_item, value_problem
-from .wait_line import Place, WaitLine
+from service.admission import Admission, Ticket
+from service.cache import EncodedTests, LocalResultCache, as_hit, cacheable, code_versions
+from service.cache import keyed as keyed_item
+from service.config import Settings
+from service.errors import NotStarted, Overloaded, Unavailable
+from service.fair import ITEMS, LANE, RUNS, FairSlots, item_scope, request_scope
+from service.metrics import Metrics
+from service.models import ItemResult, RewardItem
+from service.repos.snapshots import check_repo, repo_store
+from service.scoring import Scorer
+from service.validation import InvalidRequest, Problem, check_item, item_work, item_worst_s, parse_item, value_problem
+from service.wait_line import Place, WaitLine
 
 __all__ = ["Executor", "LocalExecutor", "NotStarted", "Overloaded", "Unavailable", "not_started"]
 THREAD_AT = 32  # items: larger requests are validated in a thread, so the event loop keeps answering meanwhile

@@ -19,10 +19,9 @@ import time
 from typing import Any
 
 from rewardbox.batching import IN_FLIGHT, BatchLimits, parts
-
-from .executor import Executor, Overloaded, Unavailable
-from .models import ItemResult, RewardItem
-from .validation import item_work
+from service.executor import Executor, Overloaded, Unavailable
+from service.models import ItemResult, RewardItem
+from service.validation import item_work
 
 FIRST_DELAY_S, MAX_DELAY_S = 0.25, 5.0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from .models import COMPONENTS, ItemResult
+from service.models import COMPONENTS, ItemResult
 
 KNOWN_PATHS = {"/reward", "/reward/batch", "/run_code", "/openrlhf/get_reward", "/healthz", "/readyz", "/v1/info",
                "/metrics", "/rollouts", "/rollouts/export", "/repos"}

@@ -12,9 +12,8 @@ from pydantic_core.core_schema import SerializerFunctionWrapHandler
 from graders import pyast
 from rewardbox.names import wire
 from sandboxes.languages import supported_languages
-
-from .environment_models import EnvironmentRef
-from .repo_models import RepoRef, RepoTests, check_repo_fields
+from service.environments.models import EnvironmentRef
+from service.repos.models import RepoRef, RepoTests, check_repo_fields
 
 # One entry of sandboxes/languages.py each, Python first.
 SUPPORTED_LANGUAGES = supported_languages()
@@ -160,7 +159,7 @@ class RewardItem(Strict):
     weights: Weights | None = None
     flag_penalty: float = Field(0.0, ge=0, le=10, strict=True)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    # Repo items (tests.kind "repo", service/repo_models.py): the repository and the change graded against its tests.
+    # Repo items (tests.kind "repo", service/repos/models.py): the repository and the change graded against its tests.
     repo: RepoRef | None = None
     patch: str | None = Field(None, description="unified diff against the repository (git style, -p1 or -p0)")
     files: dict[str, str] | None = Field(None, description="whole new contents of files, instead of a patch")

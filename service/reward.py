@@ -30,7 +30,7 @@ ordering above holds between programs with the same flags).
 
 from __future__ import annotations
 
-from .models import COMPONENTS, Weights
+from service.models import COMPONENTS, Weights
 
 DEFAULT_WEIGHTS = Weights().as_dict()
 WEIGHTED = ("seed", "gated")

@@ -22,16 +22,15 @@ from sandboxes import SandboxPool
 from sandboxes.builds import Builder
 from sandboxes.languages import LANGUAGES, linted_languages
 from sandboxes.targets import DEFAULT_TARGET, SandboxTarget
-
-from .budget import ItemBudget
-from .cache import replay_versions
-from .config import Settings
-from .environment_pools import EnvironmentPools, EnvironmentProblem, resolver
-from .fair import FairPool
-from .models import Execution, ItemResult, RewardItem, TestVerdict
-from .repos import repo_store
-from .reward import aggregate, components_needed, weights_for
-from .store import RolloutStore
+from service.budget import ItemBudget
+from service.cache import replay_versions
+from service.config import Settings
+from service.environments.pools import EnvironmentPools, EnvironmentProblem, resolver
+from service.fair import FairPool
+from service.models import Execution, ItemResult, RewardItem, TestVerdict
+from service.repos.snapshots import repo_store
+from service.reward import aggregate, components_needed, weights_for
+from service.rollouts.store import RolloutStore
 
 log = logging.getLogger("rewardbox.scoring")
 OUTPUT_IN_RESPONSE = 8192

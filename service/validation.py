@@ -25,10 +25,9 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from rewardbox import batching
 from sandboxes.languages import accepted_test_kinds
-
-from .config import Settings
-from .models import SUPPORTED_LANGUAGES, UNSUPPORTED_LANGUAGE, ItemLimits, RewardItem
-from .spec_checks import spec_problem
+from service.config import Settings
+from service.models import SUPPORTED_LANGUAGES, UNSUPPORTED_LANGUAGE, ItemLimits, RewardItem
+from service.spec_checks import spec_problem
 
 ITEM = TypeAdapter(RewardItem)
 TEST_KINDS = accepted_test_kinds()  # language -> its test kinds (the registry's Language.test_kinds)
@@ -207,7 +206,7 @@ def check_item(item: RewardItem, settings: Settings, values_checked: bool = Fals
 
 def environment_problem(item: RewardItem, settings: Settings) -> Problem | None:
     """The item's environment must resolve (an image on the host, a built environment) and suit the item."""
-    from .environment_pools import EnvironmentProblem, resolver
+    from service.environments.pools import EnvironmentProblem, resolver
 
     if settings.redis_url:  # distributed: the workers hold the images and stores, and resolve it there
         return None

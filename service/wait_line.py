@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable
 
-from .errors import Overloaded
+from service.errors import Overloaded
 
 ALPHA = 0.2  # weight of the newest observation in the mean hold per unit
 MAX_RETRY_AFTER_S = 60

@@ -54,7 +54,7 @@ def build(task: dict) -> str:
     ref = image_ref(task)
     if subprocess.run(["docker", "image", "inspect", ref], capture_output=True, check=False).returncode == 0:
         return ref
-    from service.swebench import archive_files
+    from service.compat.swebench import archive_files
 
     root = rootfs_dir()
     buf = io.BytesIO()

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sandboxes.backends.base import RUNNER_DIR
-from service.swebench import archive_files
+from service.compat.swebench import archive_files
 
 _spec = importlib.util.spec_from_file_location("rewardbox_repo_diff", RUNNER_DIR / "repo_diff.py")
 repo_diff = importlib.util.module_from_spec(_spec)

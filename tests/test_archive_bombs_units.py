@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from service.repo_archive import ArchiveLimits, BadArchive, normalize
+from service.repos.archive import ArchiveLimits, BadArchive, normalize
 
 DECLARED = 256 << 20  # what each bomb's header claims; the archive really holds ZEROS of it
 ZEROS = 32 << 20  # compresses to ~32 KiB

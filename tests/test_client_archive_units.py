@@ -7,7 +7,7 @@ import tarfile
 from pathlib import Path
 
 from rewardbox.archive import directory_files, repo_archive
-from service.repo_archive import ArchiveLimits, normalize
+from service.repos.archive import ArchiveLimits, normalize
 
 FILES = {"pkg/mod.py": b"def f():\n    return 1\n", "tests/test_mod.py": b"from pkg.mod import f\n", "README": b""}
 

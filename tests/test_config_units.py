@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from service.config import ConfigError, RepoSettings, SessionSettings, Settings, env_table, variable
-from service.repo_archive import ArchiveLimits
+from service.repos.archive import ArchiveLimits
 
 ROOT = Path(__file__).resolve().parent.parent
 # Run inside the sandbox (its own environment) or at image build time, not by the service.

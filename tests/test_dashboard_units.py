@@ -1,4 +1,4 @@
-"""The dashboard's figures (service/rollout_summary.py): nearest-rank latency percentiles, pass rate and reward by
+"""The dashboard's figures (service/rollouts/summary.py): nearest-rank latency percentiles, pass rate and reward by
 language, profile and test kind, the filters and the time buckets; the SQLite store's SQL says what the Python of
 the Redis store says, filter by filter. No sandbox, no server."""
 
@@ -9,7 +9,8 @@ from collections import Counter
 
 import pytest
 
-from service.rollout_summary import (
+from service.rollouts.store import RolloutStore
+from service.rollouts.summary import (
     BUCKETS_S,
     MAX_BUCKETS,
     Filters,
@@ -19,7 +20,6 @@ from service.rollout_summary import (
     rank,
     summary_of_records,
 )
-from service.store import RolloutStore
 
 T0 = 1_800_000_000.0  # the first rollout's time (epoch s); the others follow every 5 minutes
 LANGUAGES = ("python", "rust", "cpp")

@@ -321,7 +321,7 @@ def test_api_and_workers_on_separate_hosts_talk_only_through_redis(procs):
 
 
 def test_the_redis_rollout_store_keeps_the_newest_up_to_its_retention_and_pages_them(redis_server):
-    from service.redis_store import RedisRolloutStore
+    from service.distributed.store import RedisRolloutStore
 
     store = RedisRolloutStore(redis_server.url, new_prefix(), retention=5)
     for i in range(8):
@@ -395,9 +395,9 @@ async def test_a_worker_leaving_hands_back_every_entry_it_holds(redis_server):
     counted as queued work again, before the worker's consumer is deleted (which would drop them)."""
     from sandboxes import SandboxPool, choose_backend
     from service.config import Settings
-    from service.redis_envelope import ScoreEnvelope
-    from service.redis_queue import Submission
-    from service.worker import Worker
+    from service.distributed.envelope import ScoreEnvelope
+    from service.distributed.queue import Submission
+    from service.distributed.worker import Worker
 
     settings = Settings(redis_url=redis_server.url, redis_prefix=new_prefix(), claim_idle_s=2)
     worker = Worker(SandboxPool(choose_backend("bubblewrap"), size=1), settings)

@@ -10,7 +10,7 @@ import pytest
 
 from sandboxes import RunJob, SandboxPool, SandboxSpec, Status
 from sandboxes.targets import SandboxTarget
-from service.environment_pools import EnvironmentPools, EnvironmentProblem
+from service.environments.pools import EnvironmentPools, EnvironmentProblem
 
 from .conftest import BACKENDS
 

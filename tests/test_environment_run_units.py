@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from sandboxes.targets import DEFAULT_TARGET, SandboxTarget
-from service import environment_pools
 from service.cache import cache_key
 from service.config import Settings
-from service.environment_models import EnvironmentRef
-from service.environment_pools import EnvironmentProblem, Resolver
-from service.environments import EnvironmentNotFound, EnvironmentNotReady
+from service.environments import pools as environment_pools
+from service.environments.models import EnvironmentRef
+from service.environments.pools import EnvironmentProblem, Resolver
+from service.environments.store import EnvironmentNotFound, EnvironmentNotReady
 from service.models import RewardItem
 from service.validation import Problem, check_item
 

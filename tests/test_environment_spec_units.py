@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from service.environment_models import EnvironmentSpec
-from service.environments import EnvironmentNotFound, EnvironmentNotReady, EnvironmentRecord, EnvironmentStore
+from service.environments.models import EnvironmentSpec
+from service.environments.store import EnvironmentNotFound, EnvironmentNotReady, EnvironmentRecord, EnvironmentStore
 
 JQ_MARKUPSAFE = "f1128771c275eca0ebd49c103e54fbd022e45b123a62c602300b58d9a2aeac0f"
 
@@ -143,7 +143,7 @@ def test_work_folder_of_a_killed_build_is_removed_at_start(tmp_path):
 
 def test_a_store_whose_folder_cannot_be_made_starts_lists_and_refuses_builds(tmp_path):
     """An API running as an unprivileged user with no writable cache (docker-compose.yml) must still start."""
-    from service.environments import EnvironmentsUnavailable
+    from service.environments.store import EnvironmentsUnavailable
 
     blocker = tmp_path / "a-file"
     blocker.write_text("")

@@ -14,10 +14,10 @@ from sandboxes import Limits, RunJob, SandboxPool
 from sandboxes.backends.bwrap_backend import BubblewrapBackend
 from sandboxes.backends.docker_backend import DockerBackend
 from sandboxes.targets import SandboxTarget
-from service.environment_build import WHEELS_DIR, BuildLimits, docker_image
-from service.environment_models import EnvironmentSpec
-from service.environment_routes import install
-from service.environments import EnvironmentNotFound, EnvironmentNotReady, EnvironmentStore
+from service.environments.build import WHEELS_DIR, BuildLimits, docker_image
+from service.environments.models import EnvironmentSpec
+from service.environments.routes import install
+from service.environments.store import EnvironmentNotFound, EnvironmentNotReady, EnvironmentStore
 
 from .conftest import BACKENDS
 

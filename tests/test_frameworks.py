@@ -531,7 +531,7 @@ def test_sandbox_fusion_sdk_datasets_against_rewardbox(server, humaneval):
 
 def test_sandbox_fusion_sdk_humaneval_rust(server):
     sf = need("sandbox_fusion")
-    from service.humaneval_rust import has_tests, problems
+    from service.compat.humaneval_rust import has_tests, problems
 
     problem = next(p for p in problems() if has_tests(p))
     config = sf.TestConfig()

@@ -16,7 +16,7 @@ import pytest_asyncio
 
 from graders.tests import job_limits, run_tests
 from sandboxes.builds import Builder
-from service import humaneval_rust
+from service.compat import humaneval_rust
 from service.models import RustTests
 
 DATASET_BUGS = {"CodeGen/14a016b2fdd7", "Transform/39f0fc19cf01"}

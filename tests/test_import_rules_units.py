@@ -61,3 +61,54 @@ def test_the_rules_see_real_imports() -> None:
     """A rule that parses nothing passes everything: the parser must find what a known file imports."""
     assert {"sandboxes", "graders"} <= imports_of(ROOT / "service" / "scoring.py")
     assert "codec" in imports_of(INSIDE / "judge.py")
+
+
+# service/'s sub-packages (ARCHITECTURE.md, "Inside service/"): who may import each. The core (service/*.py) and
+# the feature packages use one another's shapes; what sits on top, the peers' protocols and the Redis mode, is
+# wired in by the app and the command line alone, and sessions are reached only through their routes.
+SERVICE = ROOT / "service"
+IMPORTED_ONLY_BY = {
+    "compat": {"app", "cli", "compat"},
+    "distributed": {"app", "cli", "distributed"},
+    "sessions": {"app", "distributed", "sessions"},
+}
+
+
+def service_modules_imported(path: Path) -> set[str]:
+    """The service sub-packages (or core modules) a file imports, as their second name component."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.startswith("service."):
+                names.add(node.module.split(".")[1])
+            elif node.module == "service":
+                names.update(a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(a.name.split(".")[1] for a in node.names if a.name.startswith("service."))
+    return names
+
+
+def owner(path: Path) -> str:
+    """A service file's sub-package, or its own module name at the core level."""
+    rel = path.relative_to(SERVICE).parts
+    return rel[0] if len(rel) > 1 else path.stem
+
+
+def test_service_sub_packages_are_imported_only_where_the_layout_says() -> None:
+    wrong = sorted(f"{p.relative_to(ROOT)} imports service.{name}"
+                   for p in sorted(SERVICE.rglob("*.py"))
+                   for name in service_modules_imported(p)
+                   if name in IMPORTED_ONLY_BY and owner(p) not in IMPORTED_ONLY_BY[name])
+    assert not wrong, wrong
+
+
+def test_service_has_no_relative_imports() -> None:
+    """Absolute imports only, so that a module reads the same wherever it sits and moves without edits."""
+    relative = sorted(str(p.relative_to(ROOT)) for p in SERVICE.rglob("*.py")
+                      if any(isinstance(n, ast.ImportFrom) and n.level > 0 for n in ast.walk(ast.parse(p.read_text()))))
+    assert not relative, relative
+
+
+def test_the_service_rules_see_real_imports() -> None:
+    assert {"compat", "distributed", "sessions"} <= service_modules_imported(SERVICE / "app.py")
+    assert owner(SERVICE / "distributed" / "worker.py") == "distributed" and owner(SERVICE / "app.py") == "app"

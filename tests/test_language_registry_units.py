@@ -18,7 +18,7 @@ from sandboxes import Limits
 from sandboxes import languages as registry
 from sandboxes.languages import EXEC_LANGUAGES, LANGUAGES, Language
 from service import models, validation
-from service.sandbox_fusion import LANGUAGE_ALIASES, RUN_CODE_LANGUAGES
+from service.compat.sandbox_fusion import LANGUAGE_ALIASES, RUN_CODE_LANGUAGES
 from service.scoring import LINTED_LANGUAGES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,8 +15,8 @@ import pytest
 from rewardbox.names import quote, unquote, wire
 from service.app import _item_json
 from service.models import BatchResult, ItemResult
-from service.repo_archive import ArchiveLimits, BadArchive, normalize
-from service.session_workspace import load_snapshot, repo_diff
+from service.repos.archive import ArchiveLimits, BadArchive, normalize
+from service.sessions.workspace import load_snapshot, repo_diff
 
 NAMES = ["\udcff.py", "d\udcfe/a\\b\"c.txt", "tab\there", "nl\nhere", "é.py", "\udcc3\udca9", "del\x7f"]
 

@@ -15,9 +15,9 @@ from graders.tests import job_limits
 from sandboxes import RunJob, SandboxPool, Status, choose_backend
 from sandboxes.backends import UnsupportedTarget
 from sandboxes.targets import SandboxTarget
-from service.repo_benchmark import tasks
-from service.repo_models import RepoTests
-from service.swebench import to_item
+from service.compat.swebench import to_item
+from service.repos.benchmark import tasks
+from service.repos.models import RepoTests
 
 from .conftest import BACKENDS
 from .own_image import PYTHON, TESTBED, build

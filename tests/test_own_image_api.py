@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from service.swebench import to_item
+from service.compat.swebench import to_item
 
 from .conftest import start_server, stop_server
 from .own_image import PYTHON, TESTBED, build
@@ -114,7 +114,7 @@ def test_a_swebench_row_is_graded_in_its_instance_image(env_api, tmp_path):
 
     import docker
 
-    from service.swebench import archive_files, instance_image, node_ids, report
+    from service.compat.swebench import archive_files, instance_image, node_ids, report
 
     name = instance_image(TASK["instance_id"], "")
     docker.from_env().images.get(env_api.image).tag(name)
@@ -131,7 +131,8 @@ def test_a_swebench_row_is_graded_in_its_instance_image(env_api, tmp_path):
     preds = [{"instance_id": row["instance_id"], "model_patch": p, "model_name_or_path": m}
              for m, p in (("gold", TASK["patch"]), ("empty", ""))]
     (tmp_path / "preds.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
-    out = subprocess.run([sys.executable, "-m", "service.swebench", "--instances", str(tmp_path / "instances.jsonl"),
+    out = subprocess.run([sys.executable, "-m", "service.compat.swebench",
+                          "--instances", str(tmp_path / "instances.jsonl"),
                           "--predictions", str(tmp_path / "preds.jsonl"), "--image-namespace", "",
                           "--url", str(env_api.base_url)], capture_output=True, text=True, check=True)
     items = [json.loads(line) for line in out.stdout.splitlines()]

@@ -13,8 +13,8 @@ import pytest
 
 from sandboxes import CasesJob, Job, JudgeJob, Limits, LintJob, MeasureJob, RepoJob, Result, RunJob, SessionJob, Status
 from sandboxes.types import DECODED, JOB_TYPES, NOT_DECODED, REPLY_KEYS, job_from_dict
-from service.redis_envelope import MalformedEnvelope, RunEnvelope, ScoreEnvelope, envelope_from_json
-from service.redis_scripts import (
+from service.distributed.envelope import MalformedEnvelope, RunEnvelope, ScoreEnvelope, envelope_from_json
+from service.distributed.scripts import (
     ENQUEUE,
     RECORD,
     Admitted,
@@ -27,9 +27,9 @@ from service.redis_scripts import (
     decode_enqueue,
     decode_record,
 )
-from service.redis_store import RedisRolloutStore
-from service.rollout_summary import FailedRollout, Filters, RewardBin, SlowRollout, StatusCount, summary_of_records
-from service.store import RolloutStore
+from service.distributed.store import RedisRolloutStore
+from service.rollouts.store import RolloutStore
+from service.rollouts.summary import FailedRollout, Filters, RewardBin, SlowRollout, StatusCount, summary_of_records
 
 from .distributed import RedisServer, new_prefix
 

@@ -1,9 +1,9 @@
-"""The replay diff (service/replay.py diff_results) on the fields test_replay_units.py leaves out: per-test verdicts,
-the output streams and the status, exact and tolerant."""
+"""The replay diff (service/rollouts/replay.py diff_results) on the fields test_replay_units.py leaves out: per-test
+verdicts, the output streams and the status, exact and tolerant."""
 
 from __future__ import annotations
 
-from service.replay import diff_results
+from service.rollouts.replay import diff_results
 
 
 def result(**fields) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.replay import COMPONENT_TOLERANCE, compare, reward_tolerance
+from service.rollouts.replay import COMPONENT_TOLERANCE, compare, reward_tolerance
 
 WEIGHTS = {"executability": 0.4, "pass_rate": 0.35, "quality": 0.15, "efficiency": 0.1}
 

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from rewardbox.archive import repo_archive
-from service import swebench
-from service.repo_benchmark import tasks
+from service.compat import swebench
+from service.repos.benchmark import tasks
 
 from .conftest import start_server, stop_server
 from .repo_hacks import HACKS, hack_patch, repo_diff

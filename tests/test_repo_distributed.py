@@ -8,8 +8,8 @@ import random
 import httpx
 
 from rewardbox.archive import repo_archive
-from service import swebench
-from service.repo_benchmark import tasks
+from service.compat import swebench
+from service.repos.benchmark import tasks
 
 from .distributed import start_api, start_cluster
 from .test_distributed import procs, redis_server  # noqa: F401 - the fixtures

@@ -19,10 +19,10 @@ import pytest
 
 from graders.repo import RepoGrader
 from graders.tests import job_limits
-from service.repo_archive import ArchiveLimits, normalize
-from service.repo_benchmark import tasks
-from service.repo_models import RepoTests
-from service.swebench import archive_files, to_item
+from service.compat.swebench import archive_files, to_item
+from service.repos.archive import ArchiveLimits, normalize
+from service.repos.benchmark import tasks
+from service.repos.models import RepoTests
 
 from .repo_hacks import HACKS, hack_patch
 

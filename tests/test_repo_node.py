@@ -18,8 +18,8 @@ import pytest
 
 from graders.repo import RepoGrader
 from graders.tests import job_limits
-from service.repo_archive import ArchiveLimits, normalize
-from service.repo_models import RepoTests
+from service.repos.archive import ArchiveLimits, normalize
+from service.repos.models import RepoTests
 
 F2P = "test/math.test.js::math > subtracts"
 F2P_ZERO = "test/math.test.js::math > subtracts to zero"

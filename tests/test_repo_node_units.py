@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from sandboxes.backends.base import RUNNER_DIR
 from service.models import RewardItem
-from service.repo_models import RepoTests
+from service.repos.models import RepoTests
 
 sys.path.insert(0, str(RUNNER_DIR))  # the in-sandbox modules import each other by plain name
 import repo_node  # noqa: E402

@@ -13,9 +13,9 @@ import pytest
 from graders.repo import RepoGrader
 from graders.tests import job_limits
 from rewardbox.archive import repo_archive
-from service.repo_benchmark import apply_bug
-from service.repo_models import RepoTests
-from service.swebench import archive_files, to_item
+from service.compat.swebench import archive_files, to_item
+from service.repos.benchmark import apply_bug
+from service.repos.models import RepoTests
 
 from .repo_hacks import repo_diff
 from .test_repo_hack_resistance import TASKS, Store, grade_all

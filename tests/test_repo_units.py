@@ -17,9 +17,9 @@ from sandboxes import Result, Status
 from sandboxes.backends.base import RUNNER_DIR
 from service.cache import cache_key
 from service.models import RewardItem
-from service.repo_archive import ArchiveLimits, BadArchive, normalize
-from service.repo_models import RepoTests
-from service.repos import MemoryRepoStore, RedisRepoStore, RepoSettings
+from service.repos.archive import ArchiveLimits, BadArchive, normalize
+from service.repos.models import RepoTests
+from service.repos.snapshots import MemoryRepoStore, RedisRepoStore, RepoSettings
 
 from .distributed import RedisServer
 

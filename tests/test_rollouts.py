@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from service.store import RolloutStore
+from service.rollouts.store import RolloutStore
 
 TESTS = {"kind": "assert", "test_code": "assert f(1) == 2\nassert f(2) == 4\n"}
 

@@ -10,9 +10,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from service.errors import Overloaded
-from service.session_models import SessionLimits
-from service.session_workspace import Node, PathError, Workspace
-from service.sessions import SessionGone, SessionManager, SessionSettings
+from service.sessions.manager import SessionGone, SessionManager, SessionSettings
+from service.sessions.models import SessionLimits
+from service.sessions.workspace import Node, PathError, Workspace
 
 SNAP = {"pkg/__init__.py": Node("f"), "pkg/calc.py": Node("f", b"def add(a, b):\n    return a - b\n"),
         "link": Node("l", b"pkg/calc.py"), "run.sh": Node("f", b"echo\n", True)}
@@ -68,7 +68,7 @@ def test_a_fork_is_a_copy_that_changes_apart():
 def _manager(**settings) -> SessionManager:
     async def fetch(repo_id: str) -> bytes | None:
         from rewardbox.archive import repo_archive
-        from service.repo_archive import ArchiveLimits, normalize
+        from service.repos.archive import ArchiveLimits, normalize
 
         return normalize(repo_archive({"a": b"x" * 100}), ArchiveLimits()).data
 

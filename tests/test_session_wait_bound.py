@@ -1,5 +1,5 @@
 """Sessions under a flood: a command (or a new session) that would wait longer than REWARDBOX_MAX_WAIT_S for the
-commands queued ahead on the session pool is refused at once with Retry-After (service/sessions.py, the wait
+commands queued ahead on the session pool is refused at once with Retry-After (service/sessions/manager.py, the wait
 line of service/wait_line.py), never left hanging; /healthz answers meanwhile. Real service, real sandboxes, both
 backends. FAST_S is a generous bound on "at once" (under the SLEEP_S a refused command would otherwise have
 waited behind), not a speed target."""

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from rewardbox.archive import repo_archive
-from service import swebench
-from service.repo_benchmark import tasks
+from service.compat import swebench
+from service.repos.benchmark import tasks
 
 from .conftest import BACKENDS, start_server, stop_server
 from .repo_hacks import HACKS
@@ -361,8 +361,8 @@ def test_an_inline_archive_opens_a_session(api):
 
 
 async def post_as_a_client_does(client: httpx.AsyncClient, path: str, body: dict) -> httpx.Response:
-    """POST, coming back after Retry-After while refused (429: the pool's wait line, service/sessions.py), as the
-    client package does."""
+    """POST, coming back after Retry-After while refused (429: the pool's wait line, service/sessions/manager.py), as
+    the client package does."""
     for _ in range(10):
         r = await client.post(path, json=body)
         if r.status_code != 429:

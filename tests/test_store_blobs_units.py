@@ -1,6 +1,6 @@
 """An item's tests are encoded once on the server (service/cache.py keyed) and kept once by the rollout store however
-many rollouts share them (service/store.py blobs): the cache key is the canonical-JSON key it always was, and every
-rollout reads back with its request exactly as it was scored."""
+many rollouts share them (service/rollouts/store.py blobs): the cache key is the canonical-JSON key it always was, and
+every rollout reads back with its request exactly as it was scored."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from service.cache import KEY_FIELDS, cache_key, keyed
 from service.models import RewardItem
-from service.store import RolloutStore
+from service.rollouts.store import RolloutStore
 
 VERSIONS = {"rewardbox": "1.0", "runner": "abc", "python_hash_seed": "0", "image": "img1"}
 CASES = [{"stdin": f"{i} é\n" * 50, "stdout": f"{i}\n"} for i in range(20)]

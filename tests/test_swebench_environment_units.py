@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from swebench.task.checks import expected_image
 
-from service.environment_models import EnvironmentRef
-from service.swebench import PROVENANCE, TESTBED, TESTBED_PYTHON, environment_for, instance_image, to_item
+from service.compat.swebench import PROVENANCE, TESTBED, TESTBED_PYTHON, environment_for, instance_image, to_item
+from service.environments.models import EnvironmentRef
 
 ROW = {"instance_id": "astropy__astropy-12907", "repo": "astropy/astropy", "version": "4.3",
        "base_commit": "d16bfe05a744909de4b27f5875fe0d4ed41ce607",

@@ -2,7 +2,7 @@
 both backends) and by SWE-bench's own procedure (the model patch applied, the test_patch's files restored,
 `pytest -rA` on them, the log read by the `swebench` package's parse_log_pytest and get_eval_report) give the same
 report: resolved, and the FAIL_TO_PASS / PASS_TO_PASS success and failure lists. rewardbox's verdicts rendered as a
-pytest log (service.swebench.pytest_log) read by SWE-bench's parser give it too."""
+pytest log (service.compat.swebench.pytest_log) read by SWE-bench's parser give it too."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from swebench.harness.grading import get_eval_report
 from swebench.types import TestSpec as EvalSpec
 
 from rewardbox.archive import repo_archive
-from service import swebench
+from service.compat import swebench
 
 from .conftest import BACKENDS, start_server, stop_server
 from .repo_hacks import repo_diff

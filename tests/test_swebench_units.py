@@ -1,4 +1,4 @@
-"""service.swebench without a sandbox: predictions to items (null is no patch), report() and pytest_log() read by
+"""service.compat.swebench without a sandbox: predictions to items (null is no patch), report() and pytest_log() read by
 the `swebench` package's own parser and grader."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 from swebench.harness.grading import get_eval_report
 from swebench.types import TestSpec as EvalSpec
 
-from service import swebench
+from service.compat import swebench
 
 INSTANCE = {"instance_id": "x__x-1", "patch": "GOLD", "FAIL_TO_PASS": json.dumps(["t.py::a", "t.py::b[1-2]"]),
             "PASS_TO_PASS": ["t.py::c", "t.py::d"]}

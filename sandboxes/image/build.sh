@@ -29,7 +29,7 @@ TOOLCHAINS=nodejs,gcc,g++,libc6-dev,openjdk-17-jdk-headless,golang-go,rustc
 # Data::Compare; Ruby's test-unit ships with libruby), and the jar its Java runs put on the class path (javatuples).
 # The image cost of each is measured in the commit that added them (see the README's language table).
 EXTRA_LANGUAGES=php-cli,ruby,lua5.4,lua-unit,perl,libtest-deep-perl,libdata-compare-perl,scala,libjavatuples-java,mono-mcs
-# Repo tasks apply the candidate's unified diff inside the sandbox with GNU patch (service/repos.py).
+# Repo tasks apply the candidate's unified diff inside the sandbox with GNU patch (service/repos/snapshots.py).
 REPO_TOOLS=patch
 # npm packages (eslint, TypeScript) live here, installed from node/package-lock.json by npm_install.py.
 NODE_PREFIX=usr/local/lib/rewardbox-node

@@ -1,7 +1,7 @@
 """Unified diffs between two versions of a repository's files (stdlib only), in the git style GNU patch applies.
 
 Used wherever rewardbox itself turns file contents into a patch: the benchmark builder's gold patches
-(service/repo_benchmark.py) and, for agent sessions, a workspace's diff against its snapshot. Paths carry git's
+(service/repos/benchmark.py) and, for agent sessions, a workspace's diff against its snapshot. Paths carry git's
 `a/` and `b/` prefixes (so `patch -p1` applies them), a created file comes from /dev/null, a deleted one goes
 to it, and a last line without a newline is marked as such, so that applying the diff restores the bytes
 exactly. Content that is not UTF-8 text cannot be expressed (GNU patch has no binary hunks): it is reported,

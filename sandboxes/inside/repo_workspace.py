@@ -1,7 +1,7 @@
 """Repository snapshots and workspaces inside the sandbox (stdlib only). Runs in trusted processes only: the
 runner, and judge-uid helpers forked from it while no untrusted process of the job is alive.
 
-A snapshot arrives once per sandbox as the host's normalized tar.gz (service/repo_archive.py: regular files,
+A snapshot arrives once per sandbox as the host's normalized tar.gz (service/repos/archive.py: regular files,
 directories and links that stay inside; one top folder already stripped) and is kept in the runner's memory (LRU
 by bytes), never on the sandbox's tmpfs: each job builds its workspace afresh from memory, and nothing of one job
 survives into the next. A repo's pure-Python dependencies ship as wheels in its top-level `wheels/` folder; they

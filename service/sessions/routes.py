@@ -1,4 +1,4 @@
-"""HTTP routes of agent sessions: a thin skin over SessionManager (service/sessions.py).
+"""HTTP routes of agent sessions: a thin skin over SessionManager (service/sessions/manager.py).
 
     POST   /sessions                 {"repo": {"id"} | {"archive_b64"}, "ttl_s", "limits"} -> {"session_id"}
     GET    /sessions                 open sessions with owner, age and size
@@ -9,7 +9,7 @@
     POST   /sessions/{id}/reward     {"tests": {kind "repo"}, "profile"?} -> ItemResult
     DELETE /sessions/{id}
 
-The manager is a SessionManager in embedded mode, a RemoteSessions (service/session_rpc.py: each session pinned
+The manager is a SessionManager in embedded mode, a RemoteSessions (service/distributed/sessions.py: each session pinned
 to one worker, calls routed through Redis) in distributed mode; both have the same surface.
 """
 
@@ -21,15 +21,14 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query, Request
 
 from rewardbox.names import unquote, wire
-
-from .environment_pools import EnvironmentProblem
-from .models import ItemResult
-from .repos import check_repo
-from .schema import ERRORS, Message
-from .session_models import CreateSession, ExecRequest, ForkRequest, SessionReward, WriteFile
-from .session_workspace import PathError
-from .sessions import SessionGone, SessionManager
-from .validation import InvalidRequest, Problem
+from service.environments.pools import EnvironmentProblem
+from service.models import ItemResult
+from service.repos.snapshots import check_repo
+from service.schema import ERRORS, Message
+from service.sessions.manager import SessionGone, SessionManager
+from service.sessions.models import CreateSession, ExecRequest, ForkRequest, SessionReward, WriteFile
+from service.sessions.workspace import PathError
+from service.validation import InvalidRequest, Problem
 
 router = APIRouter(tags=["sessions"])
 _ANSWERS: dict[int, dict[str, Any]] = {

@@ -11,7 +11,7 @@ The sdists are pinned by version and sha256 and fetched once with `pip download`
 $REWARDBOX_CACHE/sdists (PyPI is reachable where CI runs); the tasks themselves (a few KB) are committed in
 service/data/repo_tasks.jsonl, so tests and benchmarks never run the builder. Regenerate (minutes):
 
-    python -m service.repo_benchmark build [--per-repo 2] [--seed 0]
+    python -m service.repos.benchmark build [--per-repo 2] [--seed 0]
 """
 
 from __future__ import annotations
@@ -34,10 +34,9 @@ from typing import Any
 
 from rewardbox.archive import repo_archive
 from sandboxes.image import cache_dir
+from service.repos.archive import archive_files
 
-from .swebench import archive_files
-
-TASKS_FILE = Path(__file__).resolve().parent / "data" / "repo_tasks.jsonl"
+TASKS_FILE = Path(__file__).resolve().parent.parent / "data" / "repo_tasks.jsonl"
 MAX_PASS_TO_PASS = 60
 
 

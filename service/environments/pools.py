@@ -4,7 +4,7 @@ out first; REWARDBOX_ENV_POOLS_MAX, REWARDBOX_ENV_POOLS_MEMORY_MB).
 
 Resolution (`Resolver`): `{"image"}` is a user's own image on the Docker host (checked to exist; a foreign target:
 the runner brings its own interpreter); `{"id"}` goes through a lookup callable, an environment store's
-`target(env_id)` (service/environments.py), which raises for an unknown or unbuilt environment. Every failure is
+`target(env_id)` (service/environments/store.py), which raises for an unknown or unbuilt environment. Every failure is
 the request's (`EnvironmentProblem`, a 4xx naming the field), never a 5xx.
 """
 
@@ -21,9 +21,8 @@ from typing import Any, Generic, TypeVar
 from sandboxes import SandboxPool, SandboxSpec, choose_backend
 from sandboxes.backends import UnsupportedTarget
 from sandboxes.targets import DEFAULT_TARGET, SandboxTarget
-
-from .environment_models import EnvironmentRef
-from .environments import EnvironmentNotFound, EnvironmentNotReady
+from service.environments.models import EnvironmentRef
+from service.environments.store import EnvironmentNotFound, EnvironmentNotReady
 
 Lookup = Callable[[str], SandboxTarget]
 DEFAULT_PYTHON = "/usr/bin/python3"
@@ -94,7 +93,7 @@ _resolvers: dict[str, Resolver] = {}
 
 
 def set_lookup(lookup: Lookup | None) -> None:
-    """Wire `{"id"}` environments to a store (service/environments.py: `EnvironmentStore.target`)."""
+    """Wire `{"id"}` environments to a store (service/environments/store.py: `EnvironmentStore.target`)."""
     global _lookup
     _lookup = lookup
     for r in _resolvers.values():

@@ -6,7 +6,7 @@ files to restore) or as SWE-bench's `test_patch` (a diff, applied here to the sn
 prediction is `{instance_id, model_patch, model_name_or_path}`. Snapshots are .tar.gz archives of the repository
 at the instance's base commit (`git archive`, an sdist, ...), uploaded with POST /repos.
 
-    python -m service.swebench --instances instances.jsonl --archives DIR [--predictions preds.jsonl] \\
+    python -m service.compat.swebench --instances instances.jsonl --archives DIR [--predictions preds.jsonl] \\
         [--url URL] > items.jsonl
 
 reads DIR/<instance_id>.tar.gz for every instance, uploads it (REWARDBOX_URL or --url), and writes one /reward item
@@ -14,7 +14,7 @@ per prediction (or per instance, with its gold patch, without --predictions); a 
 null is graded with no patch at all (SWE-bench: `patch_is_None`, unresolved). report() turns an item and its
 result into SWE-bench's per-instance report, pytest_log() into the test part of its evaluation log:
 
-    python -m service.swebench report --items items.jsonl --results results.jsonl [--logs DIR] > report.json
+    python -m service.compat.swebench report --items items.jsonl --results results.jsonl [--logs DIR] > report.json
 
 Where the tests run: the row's `image` (or, with --image-namespace, SWE-bench's instance image name) makes the
 item run in that image on the Docker host, with its testbed interpreter and the repository at /testbed (no
@@ -36,6 +36,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from service.repos.archive import archive_files
 
 
 def node_ids(value: Any) -> list[str]:
@@ -172,21 +174,6 @@ def unknown_ids(item: dict[str, Any], files: dict[str, bytes]) -> list[str]:
     return [n for n in item["tests"]["fail_to_pass"] + item["tests"]["pass_to_pass"] if n.split("::")[0] not in known]
 
 
-def archive_files(archive: bytes) -> dict[str, bytes]:
-    """The regular files of a .tar.gz, with one top-level folder stripped as the service does."""
-    from .repo_archive import ArchiveLimits, normalize
-
-    normalized = normalize(archive, ArchiveLimits(archive_bytes=1 << 40, unpacked_bytes=1 << 40, files=1 << 30))
-    files = {}
-    with tarfile.open(fileobj=io.BytesIO(normalized.data), mode="r:gz") as tar:
-        for member in tar:
-            if member.isreg():
-                data = tar.extractfile(member)
-                assert data is not None  # a regular member always has its data
-                files[member.name] = data.read()
-    return files
-
-
 def patched_paths(diff: str) -> list[str]:
     """The files a git-style diff writes (its `+++ b/...` lines)."""
     touched = []
@@ -240,7 +227,7 @@ def test_files_from_patch(test_patch: str, files: dict[str, bytes]) -> dict[str,
 
 
 def report_main(argv: list[str]) -> None:
-    """`python -m service.swebench report --items items.jsonl --results results.jsonl [--logs DIR]`: SWE-bench's
+    """`python -m service.compat.swebench report --items items.jsonl --results results.jsonl [--logs DIR]`: SWE-bench's
     report (one entry per instance, as its run report's per-instance reports) on stdout; with --logs, each item's
     pytest_log as DIR/<instance_id>/test_output.txt, where SWE-bench keeps its own."""
     p = argparse.ArgumentParser(description="rewardbox results as SWE-bench's per-instance reports (JSON)")

@@ -1,7 +1,7 @@
 """Rollout store of distributed mode: in Redis, shared by every API instance, written by the worker in the same
 atomic step that records a job's result (so a redelivered job is never stored twice), capped by a retention count
-(oldest dropped first). It provides the same Store interface as the SQLite RolloutStore (service/store.py), so the
-routes and the dashboard do not care which one they use.
+(oldest dropped first). It provides the same Store interface as the SQLite RolloutStore (service/rollouts/store.py), so
+the routes and the dashboard do not care which one they use.
 
 Calls are synchronous (redis-py's blocking client with short timeouts): the store serves listing, export and
 replay, whose callers wait on it anyway."""
@@ -15,9 +15,9 @@ from typing import Any
 
 import redis
 
-from .redis_scripts import ADD_ROLLOUT
-from .rollout_summary import NO_FILTERS, Filters, Summary, summary_of_records
-from .store import capped, export_pages
+from service.distributed.scripts import ADD_ROLLOUT
+from service.rollouts.store import capped, export_pages
+from service.rollouts.summary import NO_FILTERS, Filters, Summary, summary_of_records
 
 PAGE = 200
 SUMMARY_WINDOW = 5_000  # newest rollouts the dashboard's summary aggregates (in Python here, not in SQL)

@@ -1,7 +1,7 @@
 """Repository snapshots: `POST /repos`, `GET /repos/{id}`, the store behind them, and repo items' references.
 
 A snapshot is stored content-addressed (id = sha256 of the uploaded .tar.gz) in its normalized form
-(service/repo_archive.py), under a byte budget with least-recently-used eviction: in this process's memory in
+(service/repos/archive.py), under a byte budget with least-recently-used eviction: in this process's memory in
 embedded mode, in Redis in distributed mode (shared by every API process and worker; each worker keeps a local
 LRU of what it fetched, safe because content-addressed entries never change). Sandboxes keep their own copy in
 memory (sandboxes/inside/repo_workspace.py), so a snapshot crosses to a sandbox once, not once per item.
@@ -28,9 +28,9 @@ from typing import Any, Protocol
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
 
-from .config import RepoSettings, Settings
-from .repo_archive import BadArchive, Normalized, normalize
-from .validation import Problem
+from service.config import RepoSettings, Settings
+from service.repos.archive import BadArchive, Normalized, normalize
+from service.validation import Problem
 
 REPO_ID = re.compile(r"^[0-9a-f]{64}$")
 GZIP_TYPES = ("application/gzip", "application/x-gzip", "application/x-tar+gzip", "application/x-gtar",

@@ -1,5 +1,5 @@
-"""What travels on distributed mode's job stream (service/redis_queue.py): one envelope per job, the `data` field of
-its stream entry, as JSON.
+"""What travels on distributed mode's job stream (service/distributed/queue.py): one envelope per job, the `data` field
+of its stream entry, as JSON.
 
   {"kind": "score", "item": <validated RewardItem, JSON>, "deadline", "enqueued", "request"}   ScoreEnvelope
   {"kind": "run", "job": <Job.to_dict()>, "deadline", "enqueued", "request"}                   RunEnvelope
@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from sandboxes.types import Job, job_from_dict
-
-from .validation import item_work
+from service.validation import item_work
 
 
 class MalformedEnvelope(ValueError):

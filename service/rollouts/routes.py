@@ -10,11 +10,11 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .models import RewardItem
-from .replay import compare
-from .schema import ERRORS
-from .store import Store
-from .validation import InvalidRequest, Problem, value_problem
+from service.models import RewardItem
+from service.rollouts.replay import compare
+from service.rollouts.store import Store
+from service.schema import ERRORS
+from service.validation import InvalidRequest, Problem, value_problem
 
 router = APIRouter()
 SUMMARY = ("id", "client_id", "created_at", "status", "language", "profile", "reward", "seq")
@@ -95,9 +95,9 @@ async def get_rollout(rollout_id: str, request: Request) -> dict:
 
 @router.post("/rollouts/{rollout_id}/replay", responses=ERRORS(404, 409, 429, 503))
 async def replay_rollout(rollout_id: str, request: Request) -> dict:
-    """Score the stored request again, in the same kind of sandbox, and compare (service/replay.py): `identical`
-    when every field agrees within its documented tolerance, `diff` what does not, `exact_diff` every difference
-    however small. A difference beyond tolerance is nondeterminism (or a changed image/grader), shown rather
+    """Score the stored request again, in the same kind of sandbox, and compare (service/rollouts/replay.py):
+    `identical` when every field agrees within its documented tolerance, `diff` what does not, `exact_diff` every
+    difference however small. A difference beyond tolerance is nondeterminism (or a changed image/grader), shown rather
     than hidden."""
     record = _store(request).get(rollout_id)
     if record is None:

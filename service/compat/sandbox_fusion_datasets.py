@@ -38,11 +38,10 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from sandboxes.languages import LANGUAGES
-
-from .benchmark import humaneval_problems, humaneval_tests
-from .infra_retry import score_holding
-from .models import ItemResult, RewardItem
-from .sandbox_fusion import CommandRunResult, RunCodeResponse
+from service.benchmark import humaneval_problems, humaneval_tests
+from service.compat.sandbox_fusion import CommandRunResult, RunCodeResponse
+from service.infra_retry import score_holding
+from service.models import ItemResult, RewardItem
 
 router = APIRouter()
 ITEM = TypeAdapter(RewardItem)
@@ -137,7 +136,7 @@ class GetMetricsFunctionResult(BaseModel):
 
 
 def _rust_problems() -> list[dict[str, Any]]:
-    from . import humaneval_rust
+    from service.compat import humaneval_rust
 
     return [p for p in humaneval_rust.problems() if humaneval_rust.has_tests(p)]
 

@@ -26,9 +26,8 @@ from pydantic import BaseModel
 
 from sandboxes import image
 from sandboxes.targets import SandboxTarget
-
-from . import environment_build as eb
-from .environment_models import ENVIRONMENT_ID, EnvironmentSpec
+from service.environments import build as eb
+from service.environments.models import ENVIRONMENT_ID, EnvironmentSpec
 
 State = Literal["building", "ready", "failed"]
 LOG_TAIL = 4000

@@ -1,7 +1,7 @@
-"""Agent sessions: stateful, forkable workspaces for multi-turn coding agents (routes: service/session_routes.py).
+"""Agent sessions: stateful, forkable workspaces for multi-turn coding agents (routes: service/sessions/routes.py).
 
-Theory of operation. A session is a snapshot (a stored repository, service/repos.py) plus the session's delta,
-held here as plain data (service/session_workspace.py); no sandbox holds anything of it between two calls. Each
+Theory of operation. A session is a snapshot (a stored repository, service/repos/snapshots.py) plus the session's delta,
+held here as plain data (service/sessions/workspace.py); no sandbox holds anything of it between two calls. Each
 command is one job (op "session", sandboxes/inside/session_exec.py) on the session pool, a SandboxPool of its
 own, apart from the scoring pool, so that agents running long commands never take sandboxes from /reward: the
 sandbox builds the workspace afresh from the snapshot it keeps in memory and the delta the job carries, runs the
@@ -20,7 +20,7 @@ what isolates sessions, forks included: a fork is a copy of the delta, here.
   longer than REWARDBOX_MAX_WAIT_S for the commands queued ahead is refused at once (429, Retry-After) rather
   than left hanging; one admitted but not started within twice the bound (a flood slower than the estimate) too.
 
-In distributed mode each worker runs one of these, served through Redis (service/session_rpc.py).
+In distributed mode each worker runs one of these, served through Redis (service/distributed/sessions.py).
 
 Settings: SessionSettings, from the service's Settings (REWARDBOX_SESSIONS_MAX, REWARDBOX_SESSIONS_MAX_MB,
 REWARDBOX_SESSION_POOL_SIZE; service/config.py).
@@ -45,15 +45,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from rewardbox.names import wire
 from sandboxes import Limits, Result, SandboxPool, SessionJob, Status
 from sandboxes.targets import DEFAULT_TARGET, SandboxTarget
-
-from .config import SessionSettings
-from .environment_models import EnvironmentRef
-from .environment_pools import EnvironmentPools, resolver
-from .errors import Overloaded
-from .models import ItemResult, RewardItem
-from .session_models import SessionLimits
-from .session_workspace import Node, PathError, Workspace, load_snapshot
-from .wait_line import WaitLine
+from service.config import SessionSettings
+from service.environments.models import EnvironmentRef
+from service.environments.pools import EnvironmentPools, resolver
+from service.errors import Overloaded
+from service.models import ItemResult, RewardItem
+from service.sessions.models import SessionLimits
+from service.sessions.workspace import Node, PathError, Workspace, load_snapshot
+from service.wait_line import WaitLine
 
 log = logging.getLogger("rewardbox.sessions")
 

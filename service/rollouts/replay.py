@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .models import COMPONENTS
+from service.models import COMPONENTS
 
 COMPONENT_TOLERANCE = {"executability": 1e-9, "pass_rate": 1e-9, "quality": 1e-9, "efficiency": 0.05}
 REWARD_ROUNDING = 1e-6

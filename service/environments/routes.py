@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from .environment_models import EnvironmentSpec
-from .environments import (
+from service.environments.models import EnvironmentSpec
+from service.environments.store import (
     EnvironmentNotFound,
     EnvironmentNotReady,
     EnvironmentStore,

@@ -31,12 +31,11 @@ from pydantic import BaseModel
 
 from rewardbox.extract import extract_code, no_code_reward
 from rewardbox.ground_truth import item_fields
-
-from .benchmark import humaneval_problems, humaneval_tests
-from .infra_retry import score_holding
-from .models import COMPONENTS
-from .schema import ERRORS
-from .validation import InvalidRequest, Problem
+from service.benchmark import humaneval_problems, humaneval_tests
+from service.infra_retry import score_holding
+from service.models import COMPONENTS
+from service.schema import ERRORS
+from service.validation import InvalidRequest, Problem
 
 router = APIRouter()
 HUMANEVAL_ID = re.compile(r"^HumanEval/\d+$")

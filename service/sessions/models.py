@@ -1,5 +1,5 @@
-"""Request shapes of agent sessions (`/sessions`, service/sessions.py). Every field is checked here, so a mistake
-is answered 422 naming it (service/validation.py's shape)."""
+"""Request shapes of agent sessions (`/sessions`, service/sessions/manager.py). Every field is checked here, so a
+mistake is answered 422 naming it (service/validation.py's shape)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .environment_models import EnvironmentRef
-from .repo_models import RepoRef, RepoTests
+from service.environments.models import EnvironmentRef
+from service.repos.models import RepoRef, RepoTests
 
 MAX_COMMAND_BYTES = 64 << 10
 MAX_STDIN_BYTES = 1 << 20

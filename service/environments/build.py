@@ -18,7 +18,7 @@ How (one pass, both backends from the same content):
   7. Result: the rootfs = hard-link copy of the base + the upper layer (copied with --remove-destination, so a
      changed file never writes through a shared inode); the Docker image = `FROM rewardbox-sandbox:<tag>` +
      `ADD` of the upper layer as a tar (plus `rm` of the few paths the build deleted), tagged only on success.
-The caller writes the ready marker after this returns (service/environments.py).
+The caller writes the ready marker after this returns (service/environments/store.py).
 """
 
 from __future__ import annotations
@@ -37,8 +37,7 @@ from pathlib import Path
 from typing import IO
 
 from sandboxes import image
-
-from .environment_models import EnvironmentSpec
+from service.environments.models import EnvironmentSpec
 
 PYVER = "3.11"
 SITE = f"usr/local/lib/python{PYVER}/dist-packages"

@@ -2,7 +2,7 @@
 
 Each worker reads only as many jobs as it has free slots, so a job read is a job started; it refreshes its in-flight
 entries so that no one steals them, and claims entries left idle by dead workers. A job is acknowledged only in the
-script that records its result (service/redis_scripts.py). SIGTERM: stop reading, finish in-flight jobs for
+script that records its result (service/distributed/scripts.py). SIGTERM: stop reading, finish in-flight jobs for
 REWARDBOX_WORKER_GRACE_S, hand the rest back to the stream for another worker, then exit. A worker that stops for
 any other reason (an error of its own) hands back what it holds the same way: its consumer is deleted only once
 nothing is pending for it, since deleting a consumer drops its pending entries with it. A job whose workers were
@@ -28,22 +28,21 @@ from redis.exceptions import RedisError, ResponseError
 
 from sandboxes import SandboxPool
 from sandboxes.image import use_cache_dir
-
-from .cache import cache_key, cacheable_status, code_versions
-from .config import Settings, sandbox_pool
-from .environment_build import BuildLimits
-from .environment_pools import set_lookup
-from .environments import EnvironmentStore
-from .fair import ITEMS, RUNS, item_scope, request_scope
-from .models import ItemResult, RewardItem
-from .redis_envelope import Envelope, MalformedEnvelope, RunEnvelope, ScoreEnvelope, envelope_from_json
-from .redis_queue import DOWN, GROUP, HEARTBEAT_S, Queue, not_started_payload
-from .redis_scripts import Recorded
-from .redis_store import rollout_record
-from .repos import repo_store
-from .scoring import Scorer
-from .session_rpc import SessionServer
-from .sessions import SessionManager
+from service.cache import cache_key, cacheable_status, code_versions
+from service.config import Settings, sandbox_pool
+from service.distributed.envelope import Envelope, MalformedEnvelope, RunEnvelope, ScoreEnvelope, envelope_from_json
+from service.distributed.queue import DOWN, GROUP, HEARTBEAT_S, Queue, not_started_payload
+from service.distributed.scripts import Recorded
+from service.distributed.sessions import SessionServer
+from service.distributed.store import rollout_record
+from service.environments.build import BuildLimits
+from service.environments.pools import set_lookup
+from service.environments.store import EnvironmentStore
+from service.fair import ITEMS, RUNS, item_scope, request_scope
+from service.models import ItemResult, RewardItem
+from service.repos.snapshots import repo_store
+from service.scoring import Scorer
+from service.sessions.manager import SessionManager
 
 log = logging.getLogger("rewardbox.worker")
 MAX_DELIVERIES = 3  # a job whose worker died this many times is answered infra_error rather than tried again
@@ -126,7 +125,7 @@ class Worker:
             await self.queue.close()
 
     async def _session_server(self) -> SessionServer:
-        """Agent sessions pinned to this worker (service/session_rpc.py), on a session pool of their own."""
+        """Agent sessions pinned to this worker (service/distributed/sessions.py), on a session pool of their own."""
         manager = await SessionManager.embedded(self.pool.backend, repo_store(self.settings), _api_grades,
                                                 CollectorRegistry(), self.settings.sessions)
         return SessionServer(self.queue.redis, self.queue.prefix, self.name, manager)
@@ -314,7 +313,7 @@ class Worker:
 
 
 async def _api_grades(items: Sequence[RewardItem]) -> list[ItemResult]:
-    raise RuntimeError("session rewards are graded by the API process (service/session_rpc.py)")
+    raise RuntimeError("session rewards are graded by the API process (service/distributed/sessions.py)")
 
 
 async def serve(settings: Settings) -> None:

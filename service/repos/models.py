@@ -1,6 +1,6 @@
 """Request shapes of repo items (`tests.kind: "repo"`): which repository, which change, which tests.
 
-An item names a stored snapshot (`repo.id`, see service/repos.py) or carries it (`repo.archive_b64`), and the
+An item names a stored snapshot (`repo.id`, see service/repos/snapshots.py) or carries it (`repo.archive_b64`), and the
 change as a unified diff (`patch`) or as whole files (`files`). `tests.fail_to_pass` and `tests.pass_to_pass` are
 pytest node ids (SWE-bench's FAIL_TO_PASS / PASS_TO_PASS); `tests.test_files` are written over whatever the change
 did to them before the tests run.

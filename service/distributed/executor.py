@@ -27,21 +27,20 @@ from redis.exceptions import RedisError
 
 from sandboxes import Job, Result
 from sandboxes.builds import Builder
-
-from .admission import Admission, Ticket
-from .cache import as_hit, code_versions
-from .config import Settings
-from .errors import NotStarted, Overloaded, Unavailable
-from .executor import checked, invalid_result, too_big
-from .fair import ITEMS, RUNS
-from .metrics import Metrics
-from .models import ItemResult, RewardItem
-from .redis_envelope import Envelope, RunEnvelope, ScoreEnvelope
-from .redis_queue import DOWN, Queue, Submission, connect, not_started_payload
-from .redis_scripts import Cached, Finished, Queued
-from .redis_store import RedisRolloutStore, rollout_record
-from .validation import Problem, item_work, item_worst_s
-from .wait_line import Place, WaitLine
+from service.admission import Admission, Ticket
+from service.cache import as_hit, code_versions
+from service.config import Settings
+from service.distributed.envelope import Envelope, RunEnvelope, ScoreEnvelope
+from service.distributed.queue import DOWN, Queue, Submission, connect, not_started_payload
+from service.distributed.scripts import Cached, Finished, Queued
+from service.distributed.store import RedisRolloutStore, rollout_record
+from service.errors import NotStarted, Overloaded, Unavailable
+from service.executor import checked, invalid_result, too_big
+from service.fair import ITEMS, RUNS
+from service.metrics import Metrics
+from service.models import ItemResult, RewardItem
+from service.validation import Problem, item_work, item_worst_s
+from service.wait_line import Place, WaitLine
 
 log = logging.getLogger("rewardbox.api")
 WORKER_STALE_S = 15.0  # a worker whose last heartbeat is older is not counted
@@ -366,7 +365,7 @@ class RedisExecutor:
 
     def _read_workers(self, beats: dict[str, str]) -> None:
         live = [b for b in map(json.loads, beats.values()) if time.time() - b["time"] < WORKER_STALE_S]
-        # A worker scores this many items at once (service/worker.py): the slots the wait line is served by.
+        # A worker scores this many items at once (service/distributed/worker.py): the slots the wait line is served by.
         self.line.capacity = sum(self.settings.worker_concurrency or 2 * b["pool"]["size"] for b in live)
         snap = _empty_snapshot()
         for beat in live:

@@ -1,7 +1,7 @@
 """Distributed mode (REDIS_URL): API processes put items on a Redis stream, `rewardbox worker` processes on any host
 consume them through a consumer group, and each result comes back to the waiting request. This module holds what
-both sides share (the stream, its group, the atomic scripts); service/redis_executor.py is the API side,
-service/worker.py the worker.
+both sides share (the stream, its group, the atomic scripts); service/distributed/executor.py is the API side,
+service/distributed/worker.py the worker.
 
 Delivery: Redis Streams with one consumer group. A worker reads with XREADGROUP, keeps its in-flight entries fresh
 (XCLAIM JUSTID) and acknowledges only when the result is recorded; an entry left idle by a dead worker is claimed by
@@ -10,8 +10,8 @@ rollout, fills the cache, notifies the waiters, acks and deletes the entry), so 
 Replies go to one list per API process (RPUSH; read by BLPOP), so a request gets its result whether it started
 waiting before or after the result arrived; the result key and the stored rollout outlive an API restart.
 
-What an entry carries is an envelope (service/redis_envelope.py); what the scripts answer is decoded into typed
-values next to them (service/redis_scripts.py).
+What an entry carries is an envelope (service/distributed/envelope.py); what the scripts answer is decoded into typed
+values next to them (service/distributed/scripts.py).
 """
 
 from __future__ import annotations
@@ -27,14 +27,13 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from sandboxes import Result
-
-from . import redis_scripts as scripts
-from .config import Settings
-from .errors import Overloaded, Unavailable
-from .executor import not_started
-from .models import RewardItem
-from .redis_envelope import Envelope, RunEnvelope, envelope_from_json
-from .redis_scripts import GROUP, Admitted, Recorded
+from service.config import Settings
+from service.distributed import scripts as scripts
+from service.distributed.envelope import Envelope, RunEnvelope, envelope_from_json
+from service.distributed.scripts import GROUP, Admitted, Recorded
+from service.errors import Overloaded, Unavailable
+from service.executor import not_started
+from service.models import RewardItem
 
 DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 HEARTBEAT_S = 2.0

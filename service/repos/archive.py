@@ -261,3 +261,16 @@ def _write(members: dict[str, _Member]) -> bytes:
                     info.size, info.mode = len(member.data), 0o755 if member.executable else 0o644
                     tar.addfile(info, io.BytesIO(member.data))
     return out.getvalue()
+
+
+def archive_files(archive: bytes) -> dict[str, bytes]:
+    """The regular files of a .tar.gz, with one top-level folder stripped as the service does."""
+    normalized = normalize(archive, ArchiveLimits(archive_bytes=1 << 40, unpacked_bytes=1 << 40, files=1 << 30))
+    files = {}
+    with tarfile.open(fileobj=io.BytesIO(normalized.data), mode="r:gz") as tar:
+        for member in tar:
+            if member.isreg():
+                data = tar.extractfile(member)
+                assert data is not None  # a regular member always has its data
+                files[member.name] = data.read()
+    return files

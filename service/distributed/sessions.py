@@ -1,13 +1,13 @@
 """Agent sessions in distributed mode: each session lives on one worker (pinned at creation), and the API routes
 its calls there through Redis.
 
-Theory of operation. A worker runs a SessionManager (service/sessions.py) on a session pool of its own and serves
-`{prefix}:sessions:rpc:<worker>` (a list: RPUSH by API processes, BLPOP here): each request is
+Theory of operation. A worker runs a SessionManager (service/sessions/manager.py) on a session pool of its own and
+serves `{prefix}:sessions:rpc:<worker>` (a list: RPUSH by API processes, BLPOP here): each request is
 {"op", "args", "reply", "call"} and its answer, tagged with `call`, goes to the list named by `reply` (RPUSH, with a
 TTL): one list per API process, read by one task of that process (BLPOP in one-second slices) that hands each
 answer to the call waiting for it, so that a flood of calls holds one Redis connection, not one each (200 session
 commands at once used to exhaust the client's pool of 100 and answer 500). A waiting call looks at the owner's
-heartbeat (`{prefix}:workers`, written by service/worker.py every couple of seconds, read at most every
+heartbeat (`{prefix}:workers`, written by service/distributed/worker.py every couple of seconds, read at most every
 BEATS_FRESH_S for all calls) once a second: an owner silent for DEAD_AFTER_S is dead, and the call answers 410
 naming it, never a hang. Where each session lives is the hash `{prefix}:sessions` (id -> owner, repo, created,
 ttl), written by the owner; the API picks the live worker holding the fewest sessions for a new one. A reward is
@@ -27,12 +27,12 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
-from .environment_models import EnvironmentRef
-from .environment_pools import EnvironmentProblem
-from .errors import Overloaded
-from .session_models import SessionLimits
-from .session_workspace import Node, PathError
-from .sessions import SessionGone, SessionManager, SessionSettings, Submission, grade
+from service.environments.models import EnvironmentRef
+from service.environments.pools import EnvironmentProblem
+from service.errors import Overloaded
+from service.sessions.manager import SessionGone, SessionManager, SessionSettings, Submission, grade
+from service.sessions.models import SessionLimits
+from service.sessions.workspace import Node, PathError
 
 log = logging.getLogger("rewardbox.session_rpc")
 DEAD_AFTER_S = 10.0  # a worker's heartbeat older than this: its sessions are gone (workers beat every ~2 s)
@@ -156,7 +156,7 @@ class RemoteSessions:
     """The API side: the surface of SessionManager that the routes use, each call sent to the session's owner."""
 
     def __init__(self, redis: Any, prefix: str, score: Any, registry: Any, settings: SessionSettings) -> None:
-        from .sessions import SessionMetrics
+        from service.sessions.manager import SessionMetrics
 
         self.redis, self.prefix, self.score = redis, prefix, score
         self.settings = settings

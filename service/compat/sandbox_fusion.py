@@ -23,11 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from sandboxes import Limits, Result, RunJob, Status
 from sandboxes.builds import Build
 from sandboxes.languages import LANGUAGES, Language, language_aliases
-
-from .errors import NotStarted, Overloaded, Unavailable
-from .models import UNSUPPORTED_LANGUAGE
-from .schema import ERRORS, retry_after
-from .validation import InvalidRequest, Problem, check_files, value_problem
+from service.errors import NotStarted, Overloaded, Unavailable
+from service.models import UNSUPPORTED_LANGUAGE
+from service.schema import ERRORS, retry_after
+from service.validation import InvalidRequest, Problem, check_files, value_problem
 
 router = APIRouter()
 LANGUAGE_ALIASES = {**language_aliases(), "pytest": "pytest"}  # the registry's names and aliases, and one mode

@@ -1,6 +1,6 @@
 """What the dashboard draws from a rollout store's newest rollouts that match its filters (Store.summary in
-service/store.py): rollouts and tests-stage latency percentiles (p50/p90/p99) per time bucket, pass rate and mean
-reward by language, profile and test kind, the reward histogram, component means, statuses, the slowest and the
+service/rollouts/store.py): rollouts and tests-stage latency percentiles (p50/p90/p99) per time bucket, pass rate and
+mean reward by language, profile and test kind, the reward histogram, component means, statuses, the slowest and the
 latest failed rollouts, and the newest rollouts as points a page can open. The SQLite store computes it in SQL;
 the Redis store from the records themselves (summary_of_records), with the same result.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .models import COMPONENTS
+from service.models import COMPONENTS
 
 PERCENTILES = (50, 90, 99)
 BUCKETS_S = (60, 300, 900, 3600, 6 * 3600, 86400)  # time buckets a chart may use, finest first

@@ -3,8 +3,8 @@ SQLite file (WAL; survives restarts). Newest first, cursor pagination by inserti
 retention by count. A scored (not cached) verdict also keeps its result-cache key, so that after a crash a client
 that posts its batch again gets what was already scored from here instead of running it twice.
 
-Store is what the routes (service/rollouts.py) and the dashboard (service/dashboard.py) ask of a rollout store;
-RolloutStore here and the Redis store of distributed mode (service/redis_store.py) both provide it."""
+Store is what the routes (service/rollouts/routes.py) and the dashboard (service/dashboard.py) ask of a rollout store;
+RolloutStore here and the Redis store of distributed mode (service/distributed/store.py) both provide it."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from .cache import EncodedTests, encode_tests
-from .models import COMPONENTS
-from .rollout_summary import (
+from service.cache import EncodedTests, encode_tests
+from service.models import COMPONENTS
+from service.rollouts.summary import (
     FAILURES,
     NO_FILTERS,
     PERCENTILES,
@@ -99,7 +99,7 @@ class Store(Protocol):
 
     def summary(self, filters: Filters = NO_FILTERS) -> Summary:
         """The dashboard's figures over the store's newest rollouts that match `filters`
-        (service/rollout_summary.py)."""
+        (service/rollouts/summary.py)."""
         ...
 
     def close(self) -> None: ...
@@ -153,7 +153,7 @@ def _summary_where(f: Filters) -> tuple[str, list[Any]]:
 
 def _percentiles(values: str) -> str:
     """A query of (t, n, p50, p90, p99) per t over `values`, a query of (t, ms) rows: nearest rank
-    (service/rollout_summary.py), the least ms whose rank r among the n of its t has r * 100 >= p * n."""
+    (service/rollouts/summary.py), the least ms whose rank r among the n of its t has r * 100 >= p * n."""
     picks = ", ".join(f"MIN(CASE WHEN r * 100 >= {p} * n THEN ms END)" for p in PERCENTILES)
     return (f"SELECT t, MAX(n), {picks} FROM (SELECT t, ms, ROW_NUMBER() OVER (PARTITION BY t ORDER BY ms) AS r,"
             f" COUNT(*) OVER (PARTITION BY t) AS n FROM ({values}) WHERE ms IS NOT NULL) GROUP BY t ORDER BY t")

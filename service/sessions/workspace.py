@@ -20,8 +20,7 @@ import tarfile
 from dataclasses import dataclass, field
 
 from sandboxes.backends.base import RUNNER_DIR
-
-from .repo_models import safe_path
+from service.repos.models import safe_path
 
 # The in-sandbox diff maker, so that a session's diff is built exactly as the benchmark's gold patches are.
 _spec = importlib.util.spec_from_file_location("rewardbox_repo_diff", RUNNER_DIR / "repo_diff.py")
@@ -47,7 +46,7 @@ class PathError(ValueError):
 
 
 def load_snapshot(normalized: bytes) -> dict[str, Node]:
-    """The entries of a normalized snapshot (service/repo_archive.py's tar.gz)."""
+    """The entries of a normalized snapshot (service/repos/archive.py's tar.gz)."""
     out: dict[str, Node] = {}
     with tarfile.open(fileobj=io.BytesIO(normalized), mode="r:gz") as tar:
         for m in tar:
