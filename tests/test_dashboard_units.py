@@ -4,7 +4,6 @@ the Redis store says, filter by filter. No sandbox, no server."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 
 import pytest
@@ -20,6 +19,8 @@ from service.rollouts.summary import (
     rank,
     summary_of_records,
 )
+
+from .summaries import rounded
 
 T0 = 1_800_000_000.0  # the first rollout's time (epoch s); the others follow every 5 minutes
 LANGUAGES = ("python", "rust", "cpp")
@@ -49,16 +50,6 @@ def store(tmp_path_factory):
     store.close()
 
 
-def as_data(summary) -> dict:
-    def walk(x):
-        if isinstance(x, float):
-            return round(x, 9)
-        if isinstance(x, dict):
-            return {k: walk(v) for k, v in x.items()}
-        return [walk(v) for v in x] if isinstance(x, list) else x
-    return walk(dataclasses.asdict(summary))
-
-
 def test_percentiles_are_nearest_rank_observed_values():
     values = [float(v) for v in range(100, 0, -1)]
     assert (latency_of(values).p50_ms, latency_of(values).p90_ms, latency_of(values).p99_ms) == (50.0, 90.0, 99.0)
@@ -80,7 +71,7 @@ def test_the_bucket_is_the_finest_that_keeps_a_chart_under_its_points():
     Filters(language="python", failed=True, kind="assert"), Filters(language="none of ours")])
 def test_the_sql_summary_is_the_python_one_for_every_filter(store, filters):
     records = store.list(limit=1000)[0]
-    assert as_data(store.summary(filters)) == as_data(summary_of_records(records, filters))
+    assert rounded(store.summary(filters)) == rounded(summary_of_records(records, filters))
 
 
 def test_groups_give_pass_rate_and_mean_reward_per_language_profile_and_kind(store):

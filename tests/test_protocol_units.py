@@ -32,6 +32,7 @@ from service.rollouts.store import RolloutStore
 from service.rollouts.summary import FailedRollout, Filters, RewardBin, SlowRollout, StatusCount, summary_of_records
 
 from .distributed import RedisServer, new_prefix
+from .summaries import rounded
 
 RUNNER = Path(__file__).resolve().parent.parent / "sandboxes" / "inside" / "runner.py"
 LIMITS = Limits(wall_s=2, total_s=5, cpu_s=2, memory_mb=128)
@@ -291,17 +292,6 @@ def expected_summary_but_throughput() -> dict:
                             FailedRollout("r3", "infra_error", "no sandbox", "c3"),
                             FailedRollout("r1", "failed", "t1: expected 2", "c1")],
     }
-
-
-def rounded(summary) -> dict:
-    """The summary as data, its floats rounded (SQL and Python sum in different orders)."""
-    def walk(x):
-        if isinstance(x, float):
-            return round(x, 9)
-        if isinstance(x, dict):
-            return {k: walk(v) for k, v in x.items()}
-        return [walk(v) for v in x] if isinstance(x, list) else x
-    return walk(dataclasses.asdict(summary))
 
 
 def check(summary) -> None:
