@@ -125,8 +125,11 @@ def test_filters_select_rollouts_and_stay_in_the_address(page, api, rollouts):
 
 
 def click_chart(page: Page, name: str, index: int, dataset: int = 0) -> None:
-    """A real mouse click on one element (bar, slice, point) of a chart."""
+    """A real mouse click on one element (bar, slice, point) of a chart that reloads the page's data. Chart.js
+    handles a click on the next animation frame, after mouse.click returns: the ready mark is cleared first, so
+    that ready() waits for the load the click starts, not the one before it."""
     x, y = page.evaluate("""([name, d, i]) => { const c = Chart.getChart(name); c.canvas.scrollIntoView();
+        document.body.dataset.ready = "";
         const r = c.canvas.getBoundingClientRect(), p = c.getDatasetMeta(d).data[i].getCenterPoint();
         return [r.left + p.x, r.top + p.y]; }""", [name, dataset, index])
     page.mouse.click(x, y)
