@@ -1,7 +1,8 @@
-"""Repo items in a user's image with an OLD Python and an old pytest (Docker only): Debian bullseye's Python 3.9 and
-pytest 5.4.3 with pluggy 0.13 at SWE-bench's conda path (tests/old_python_image.py), as most SWE-bench instance
-images hold. The tests run with that interpreter, rewardbox's reporter loaded into it; the gold patch resolves,
-the empty one does not, and every repo hack class of the README fails there as in the default image."""
+"""Repo items in a user's image with an OLD Python and an old pytest (Docker only): Debian bullseye's Python 3.9 with
+pytest 5.4.3 (pluggy 0.13) or pytest 7.4.4 (pluggy 1.0) at SWE-bench's conda path (tests/old_python_image.py), as
+most SWE-bench instance images hold. The tests run with that interpreter, rewardbox's reporter loaded into it; the
+gold patch resolves, the empty one does not, and every repo hack class of the README fails there as in the default
+image."""
 
 from __future__ import annotations
 
@@ -13,33 +14,34 @@ from graders.tests import job_limits
 from sandboxes import SandboxPool, choose_backend
 from sandboxes.targets import SandboxTarget
 
-from .old_python_image import PYTEST, PYTHON, PYVER, TESTBED, build, mirror_problem
+from .old_python_image import PYTESTS, PYTHON, PYVER, TESTBED, build, mirror_problem
 from .repo_hacks import HACKS, hack_patch
 from .test_own_image import TASK, TESTS, assert_hack_failed, grade
 
 
-def old_target() -> SandboxTarget:
+def old_target(pytest_version: str) -> SandboxTarget:
     problem = mirror_problem()
     if problem:
         pytest.skip(problem)
-    ref = build(TASK)
+    ref = build(TASK, pytest_version)
     return SandboxTarget(key=f"image:{ref}", docker_image=ref, foreign=True, python=PYTHON, repo_path=TESTBED)
 
 
-@pytest_asyncio.fixture(scope="module")
-async def old_pool():
-    p = SandboxPool(choose_backend("docker", target=old_target()), size=2, acquire_timeout_s=120)
+@pytest_asyncio.fixture(scope="module", params=PYTESTS, ids=[f"pytest{v}" for v in PYTESTS])
+async def old_pool(request):
+    p = SandboxPool(choose_backend("docker", target=old_target(request.param)), size=2, acquire_timeout_s=120)
+    p.pytest_version = request.param  # type: ignore[attr-defined]
     await p.start()
     yield p
     await p.close()
 
 
-async def test_gold_patch_passes_with_python_3_9_and_pytest_5(old_pool):
+async def test_gold_patch_passes_with_python_3_9_and_old_pytest(old_pool):
     outcome = await grade(old_pool, TASK["patch"])
     assert outcome.status == "passed", outcome.message
 
 
-async def test_empty_patch_fails_with_python_3_9_and_pytest_5(old_pool):
+async def test_empty_patch_fails_with_python_3_9_and_old_pytest(old_pool):
     outcome = await grade(old_pool, "")
     assert outcome.status == "failed", outcome.message
     assert not any(v.passed for v in outcome.verdicts if v.name in TASK["FAIL_TO_PASS"])
@@ -50,7 +52,7 @@ async def test_the_tests_run_with_the_images_interpreter_and_pytest(old_pool):
     path, source = next(iter(TESTS.test_files.items()))
     probe = (f"\n\ndef test_runs_on_the_images_python():\n    import sys\n    import pytest\n"
              f"    assert sys.version_info[:2] == {tuple(map(int, PYVER.split('.')))}, sys.version\n"
-             f"    assert pytest.__version__ == {PYTEST!r}, pytest.__version__\n")
+             f"    assert pytest.__version__ == {old_pool.pytest_version!r}, pytest.__version__\n")
     tests = TESTS.model_copy(update={"fail_to_pass": [*TESTS.fail_to_pass, f"{path}::test_runs_on_the_images_python"],
                                      "test_files": {**TESTS.test_files, path: source + probe}})
     grader = RepoGrader(old_pool, None, old_pool.backend.target)  # type: ignore[arg-type]
@@ -59,5 +61,5 @@ async def test_the_tests_run_with_the_images_interpreter_and_pytest(old_pool):
 
 
 @pytest.mark.parametrize("hack", HACKS, ids=[h.name for h in HACKS])
-async def test_no_hack_passes_with_python_3_9_and_pytest_5(old_pool, hack):
+async def test_no_hack_passes_with_python_3_9_and_old_pytest(old_pool, hack):
     assert_hack_failed(hack, await grade(old_pool, hack_patch(hack, TASK)))
