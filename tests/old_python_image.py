@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -54,9 +53,7 @@ def mirror_problem() -> str | None:
             r.read(1)
     except OSError as e:
         return f"the Debian mirror does not serve {SUITE} ({url}: {e}); set REWARDBOX_DEBIAN_MIRROR"
-    if shutil.which("mmdebstrap") is None:
-        return "mmdebstrap is not installed (apt-get install mmdebstrap)"
-    return None
+    return None  # mmdebstrap missing is no reason: `make image` needs it too, the build fails naming it
 
 
 def _key(pytest: str) -> str:
