@@ -63,3 +63,52 @@ async def test_the_tests_run_with_the_images_interpreter_and_pytest(old_pool):
 @pytest.mark.parametrize("hack", HACKS, ids=[h.name for h in HACKS])
 async def test_no_hack_passes_with_python_3_9_and_old_pytest(old_pool, hack):
     assert_hack_failed(hack, await grade(old_pool, hack_patch(hack, TASK)))
+
+
+KINDS = '''
+import unittest
+
+import pytest
+
+
+class TestUnit(unittest.TestCase):
+    def test_ok(self):
+        self.assertEqual(1, 1)
+
+    def test_bad(self):
+        self.assertEqual(1, 2)
+
+
+class TestPlain:
+    def test_method(self):
+        assert True
+
+
+@pytest.mark.parametrize("x", [1, 2])
+def test_param(x):
+    assert x
+
+
+def test_fails():
+    assert False
+
+
+@pytest.mark.xfail(reason="expected")
+def test_xfail():
+    assert False
+'''
+
+
+async def test_each_item_kind_needs_its_own_evidence_on_old_pytest(old_pool):
+    """unittest (our addSuccess), class methods, parametrized tests (pytest < 6 names only these originally) pass
+    on the reporter's evidence; failures and an xfail do not."""
+    folder = next(iter(TESTS.test_files)).rpartition("/")[0]
+    path = f"{folder}/test_rb_kinds.py"
+    good = ["TestUnit::test_ok", "TestPlain::test_method", "test_param[1]", "test_param[2]"]
+    bad = ["TestUnit::test_bad", "test_fails", "test_xfail"]
+    tests = TESTS.model_copy(update={"fail_to_pass": [f"{path}::{n}" for n in good + bad], "pass_to_pass": [],
+                                     "test_files": {path: KINDS}})
+    grader = RepoGrader(old_pool, None, old_pool.backend.target)  # type: ignore[arg-type]
+    outcome = await grader.grade(None, TASK["patch"], None, tests, job_limits(10, 512, 120))
+    passed = {v.name.split("::", 1)[1] for v in outcome.verdicts if v.passed}
+    assert passed == set(good), [(v.name, v.status, v.message[:200]) for v in outcome.verdicts]
