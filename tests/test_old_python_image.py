@@ -112,3 +112,68 @@ async def test_each_item_kind_needs_its_own_evidence_on_old_pytest(old_pool):
     outcome = await grader.grade(None, TASK["patch"], None, tests, job_limits(10, 512, 120))
     passed = {v.name.split("::", 1)[1] for v in outcome.verdicts if v.passed}
     assert passed == set(good), [(v.name, v.status, v.message[:200]) for v in outcome.verdicts]
+
+
+FIXTURES = '''
+import logging
+import os
+import sys
+import warnings
+
+import pytest
+
+
+@pytest.fixture(params=[1, 2])
+def number(request):
+    request.addfinalizer(lambda: None)
+    return request.param
+
+
+def test_capture(capsys):
+    print("out")
+    sys.stderr.write("err")
+    assert capsys.readouterr() == ("out\\n", "err")
+
+
+def test_capture_fd(capfd):
+    os.write(1, b"fd")
+    assert capfd.readouterr().out == "fd"
+
+
+def test_logs_and_warnings(caplog, recwarn):
+    logging.getLogger("x").warning("logged")
+    warnings.warn("careful", UserWarning)
+    assert "logged" in caplog.text and len(recwarn) == 1
+    with pytest.warns(UserWarning):
+        warnings.warn("again", UserWarning)
+
+
+def test_monkeypatch_and_paths(monkeypatch, tmpdir, tmp_path):
+    monkeypatch.setattr(os, "getcwd", lambda: "/nowhere")
+    monkeypatch.setenv("RB_X", "1")
+    assert os.getcwd() == "/nowhere" and os.environ["RB_X"] == "1"
+    tmpdir.join("a").write("x")
+    (tmp_path / "b").write_text("y")
+    assert tmpdir.join("a").read() == "x" and (tmp_path / "b").read_text() == "y"
+
+
+def test_raises_and_approx(number):
+    with pytest.raises(ZeroDivisionError):
+        number / 0
+    assert 0.1 + 0.2 == pytest.approx(0.3)
+'''
+
+
+async def test_pytests_own_fixtures_pass_on_old_pytest_without_tampering_alarms(old_pool):
+    """What honest test suites use (capture, logging, warnings, monkeypatch, temporary paths, parametrized
+    fixtures) changes nothing the guard watches: every such test passes, no harness_patch."""
+    folder = next(iter(TESTS.test_files)).rpartition("/")[0]
+    path = f"{folder}/test_rb_fixtures.py"
+    names = ["test_capture", "test_capture_fd", "test_logs_and_warnings", "test_monkeypatch_and_paths",
+             "test_raises_and_approx[1]", "test_raises_and_approx[2]"]
+    tests = TESTS.model_copy(update={"fail_to_pass": [f"{path}::{n}" for n in names], "pass_to_pass": [],
+                                     "test_files": {path: FIXTURES}})
+    grader = RepoGrader(old_pool, None, old_pool.backend.target)  # type: ignore[arg-type]
+    outcome = await grader.grade(None, TASK["patch"], None, tests, job_limits(10, 512, 120))
+    assert outcome.status == "passed", [(v.name, v.status, v.message[-600:]) for v in outcome.verdicts if not v.passed]
+    assert "harness_patch" not in outcome.flags

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import _pytest.assertion.rewrite
+import _pytest.compat
 import _pytest.fixtures
 
 # Taken at import, before any package code: the package may rebind all of these later.
@@ -36,7 +37,13 @@ _open, _read, _close, _realpath = os.open, os.read, os.close, os.path.realpath
 _rewrite = _pytest.assertion.rewrite.rewrite_asserts
 _ast_walk, _ast_parse_flag = ast.walk, ast.PyCF_ONLY_AST
 _CodeType, _FunctionType, _MethodType = types.CodeType, types.FunctionType, types.MethodType
-_Fixture = getattr(_pytest.fixtures, "FixtureFunctionDefinition", None)
+_Fixture = getattr(_pytest.fixtures, "FixtureFunctionDefinition", None)  # what @pytest.fixture makes (pytest >= 8.4)
+# Before, @pytest.fixture returns a function of pytest's (`result`, made by wrap_function_to_error_out_if_called_
+# directly) holding the fixture's function in a _PytestWrapper: that code object and class, taken now.
+_wrap_fixture = getattr(_pytest.fixtures, "wrap_function_to_error_out_if_called_directly", None)
+_FIXTURE_WRAPPER_CODE = next((c for c in getattr(getattr(_wrap_fixture, "__code__", None), "co_consts", ())
+                              if type(c) is types.CodeType and c.co_name == "result"), None)
+_PytestWrapper = getattr(_pytest.compat, "_PytestWrapper", None)
 _BUILTINS = vars(builtins)
 _is_not, _getitem, _code = operator.is_not, operator.getitem, operator.attrgetter("__code__")
 _CLASSDEF, _FUNCDEFS = ast.ClassDef, (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -382,6 +389,10 @@ def _unwrap(value: object) -> object:
         value = value.__func__
     if _Fixture is not None and _type(value) is _Fixture:
         value = getattr(value, "_fixture_function", None)
+    elif (_FIXTURE_WRAPPER_CODE is not None and _type(value) is _FunctionType
+          and value.__code__ is _FIXTURE_WRAPPER_CODE):
+        wrapped: Any = vars(value).get("__pytest_wrapped__")
+        value = wrapped.obj if _PytestWrapper is not None and _type(wrapped) is _PytestWrapper else None
     return value
 
 
