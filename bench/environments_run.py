@@ -9,6 +9,8 @@ toolz-1.2.0-bug0, graded with its gold patch.
 - Items: cold start of a target's first item (its pool started on first use, as the service does for a new
   environment, plus the item) and the warm per-item cost after it (p50 over --items), for the own image (through
   service/environments/pools.py) and for the default image (a pool of the same size, the snapshot sent once).
+- Items in old-Python images too (tests/old_python_image.py: Python 3.9 with pytest 5.4.3 or 7.4.4, as most
+  SWE-bench instance images hold), with --old-python.
 - Sessions: exec p50 of a trivial command (`python -c pass`) in a session in the own image, and in the default
   image, next to `docker exec` of the same command into a plain running container of the own image (no
   isolation of ours: the floor an exec-based harness pays).
@@ -40,6 +42,7 @@ from service.repos.benchmark import tasks
 from service.repos.models import RepoTests
 from service.sessions.manager import SessionManager
 from service.sessions.models import SessionLimits
+from tests import old_python_image
 from tests.own_image import PYTHON, TESTBED, build
 
 TASK = next(t for t in tasks() if t["instance_id"] == "toolz-1.2.0-bug0")
@@ -124,8 +127,16 @@ async def main(a: argparse.Namespace) -> dict[str, Any]:
     ref = build(TASK)
     own = SandboxTarget(key=f"image:{ref}", docker_image=ref, foreign=True, python=PYTHON, repo_path=TESTBED)
     env = EnvironmentRef(image=ref, python=PYTHON, repo_path=TESTBED)
+    runs = {"default_image": await items(DEFAULT_TARGET, a.items), "own_image": await items(own, a.items)}
+    for version in old_python_image.PYTESTS if a.old_python else ():
+        old = old_python_image.build(TASK, version)
+        runs[f"py3.9_pytest{version}"] = await items(SandboxTarget(
+            key=f"image:{old}", docker_image=old, foreign=True, python=old_python_image.PYTHON, repo_path=TESTBED),
+            a.items)
+    if a.items_only:
+        return {"items": runs}
     return {
-        "items": {"default_image": await items(DEFAULT_TARGET, a.items), "own_image": await items(own, a.items)},
+        "items": runs,
         "session_exec_p50_ms": {"default_image": await session_execs(None, a.execs),
                                 "own_image": await session_execs(env, a.execs),
                                 "docker_exec_own_image": docker_exec(ref, a.execs)},
@@ -137,6 +148,8 @@ if __name__ == "__main__":
     p.add_argument("--items", type=int, default=10)
     p.add_argument("--execs", type=int, default=30)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--old-python", action="store_true", help="items in the old-Python images too")
+    p.add_argument("--items-only", action="store_true", help="no session measurements")
     args = p.parse_args()
     out = asyncio.run(main(args))
     if args.json:

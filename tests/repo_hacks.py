@@ -20,16 +20,28 @@ _spec = importlib.util.spec_from_file_location("rewardbox_repo_diff", RUNNER_DIR
 repo_diff = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(repo_diff)
 
-# A pytest plugin that turns every report into a pass, in the ways a plugin can (hook wrappers and results).
+# A pytest plugin that turns every report into a pass, in the ways a plugin can (hook wrappers and results), with
+# the wrapper style the installed pluggy has (new-style from pluggy 1.1; an image's old pytest has the old one).
 FORCE_PASS_PLUGIN = textwrap.dedent('''
+    import inspect
+    import pluggy
     import pytest
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(item, call):
-        report = yield
-        report.outcome = "passed"
-        report.longrepr = None
-        return report
+    if "wrapper" in inspect.signature(pluggy.HookimplMarker.__call__).parameters:
+        @pytest.hookimpl(wrapper=True)
+        def pytest_runtest_makereport(item, call):
+            report = yield
+            report.outcome = "passed"
+            report.longrepr = None
+            return report
+    else:
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(item, call):
+            outcome = yield
+            report = outcome.get_result()
+            report.outcome = "passed"
+            report.longrepr = None
+            outcome.force_result(report)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(pyfuncitem):
@@ -135,8 +147,14 @@ FAKE_MODULE_TOOLS = textwrap.dedent("""
 
     def _rb_modname(path):
         from pathlib import Path
-        from _pytest.pathlib import resolve_package_path
-        pkg = resolve_package_path(Path(path))
+        try:
+            from _pytest.pathlib import resolve_package_path
+        except ImportError:  # pytest < 6: py.path names the module
+            import py
+            pkg = py.path.local(path).pypkgpath()
+            pkg = None if pkg is None else Path(str(pkg))
+        else:
+            pkg = resolve_package_path(Path(path))
         if pkg is None:
             return Path(path).stem
         return ".".join(Path(path).with_suffix("").relative_to(pkg.parent).parts)
@@ -240,7 +258,8 @@ PYTEST_COLLECT_PATCHED = textwrap.dedent("""
     _rb_real_collect = _rb_python.PyCollector.collect
     _rb_rels = set(_rb_files())
     def _rb_collect(self):
-        rel = _rb_os.path.relpath(str(self.path), _rb_root())
+        here = str(getattr(self, "path", None) or self.fspath)  # pytest < 7: fspath only
+        rel = _rb_os.path.relpath(here, _rb_root())
         if isinstance(self, _rb_python.Module) and rel in _rb_rels:
             _rb_rels.discard(rel)
             if not _rb_rels:
@@ -248,8 +267,8 @@ PYTEST_COLLECT_PATCHED = textwrap.dedent("""
             if _RB_HOW == "swap_code":
                 _rb_neuter(self.obj.__dict__, rel)
             else:
-                module = _rb_types.ModuleType(_rb_modname(str(self.path)))
-                _rb_fill(module, str(self.path), rel)
+                module = _rb_types.ModuleType(_rb_modname(here))
+                _rb_fill(module, here, rel)
                 _rb_sys.modules[module.__name__] = self._obj = module
         return _rb_real_collect(self)
     _rb_python.PyCollector.collect = _rb_collect

@@ -74,7 +74,11 @@ async def test_the_image_is_read_only_and_offline(own_pool):
 
 @pytest.mark.parametrize("hack", HACKS, ids=[h.name for h in HACKS])
 async def test_no_hack_passes_in_the_own_image(own_pool, hack):
-    outcome = await grade(own_pool, hack_patch(hack, TASK))
+    assert_hack_failed(hack, await grade(own_pool, hack_patch(hack, TASK)))
+
+
+def assert_hack_failed(hack, outcome) -> None:
+    """What the trusted side must have done about a hack of TASK (tests/repo_hacks.py says which)."""
     where = f"{hack.name}: {outcome.status} {outcome.message[:300]}"
     assert outcome.status not in ("passed", "infra_error", "invalid_input"), where
     verdicts = {v.name: v for v in outcome.verdicts}

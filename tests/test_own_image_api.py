@@ -10,6 +10,8 @@ import pytest
 from service.compat.swebench import to_item
 
 from .conftest import start_server, stop_server
+from .old_python_image import PYTESTS, mirror_problem
+from .old_python_image import build as build_old
 from .own_image import PYTHON, TESTBED, build
 from .test_distributed import procs, redis_server  # noqa: F401 - the fixtures
 from .test_own_image import TASK
@@ -107,6 +109,20 @@ def test_a_swebench_row_is_graded_in_its_instance_image(env_api, tmp_path):
     """issue 28 part 6, the converter as a user runs it: a SWE-bench row (test_patch, no test_files, no snapshot)
     and predictions, with the instance image under SWE-bench's own name on the host: the converter names the image,
     reads the test files from it to apply the test_patch, and the items grade gold resolved, empty not resolved."""
+    swebench_row_resolves_gold_only(env_api, env_api.image, "", tmp_path)
+
+
+@pytest.mark.parametrize("pytest_version", PYTESTS)
+def test_a_swebench_row_is_graded_in_an_old_python_instance_image(env_api, tmp_path, pytest_version):
+    """The same in an instance image as SWE-bench's mostly are: Python 3.9 and pytest 5 or 7
+    (tests/old_python_image.py), under its own namespace (the result cache keys an item by the image's name)."""
+    problem = mirror_problem()
+    if problem:
+        pytest.skip(problem)
+    swebench_row_resolves_gold_only(env_api, build_old(TASK, pytest_version), f"oldpy{pytest_version}", tmp_path)
+
+
+def swebench_row_resolves_gold_only(env_api, image: str, namespace: str, tmp_path) -> None:
     import difflib
     import json
     import subprocess
@@ -116,8 +132,8 @@ def test_a_swebench_row_is_graded_in_its_instance_image(env_api, tmp_path):
 
     from service.compat.swebench import archive_files, instance_image, node_ids, report
 
-    name = instance_image(TASK["instance_id"], "")
-    docker.from_env().images.get(env_api.image).tag(name)
+    name = instance_image(TASK["instance_id"], namespace)
+    docker.from_env().images.get(image).tag(name)
     snapshot = archive_files(TASK["archive"])
     # the test_patch adds a test to the task's test file; the item must carry the file as patched
     path, old = next(iter(TASK["test_files"].items()))
@@ -133,7 +149,7 @@ def test_a_swebench_row_is_graded_in_its_instance_image(env_api, tmp_path):
     (tmp_path / "preds.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
     out = subprocess.run([sys.executable, "-m", "service.compat.swebench",
                           "--instances", str(tmp_path / "instances.jsonl"),
-                          "--predictions", str(tmp_path / "preds.jsonl"), "--image-namespace", "",
+                          "--predictions", str(tmp_path / "preds.jsonl"), "--image-namespace", namespace,
                           "--url", str(env_api.base_url)], capture_output=True, text=True, check=True)
     items = [json.loads(line) for line in out.stdout.splitlines()]
     assert all(i["environment"]["image"] == name and "repo" not in i for i in items), items

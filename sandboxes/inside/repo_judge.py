@@ -55,8 +55,12 @@ FLUSH_S = 0.05  # the reporter sends verdicts at least this often (repo_reporter
 PROGRAM = {"code": "import repo_reporter\nrepo_reporter.main()\n", "filename": "rewardbox_pytest.py"}
 # A task's own interpreter (job["python"]: an environment's, a user's image's) cannot be forked from our zygote: the
 # test process execs it, and it imports our reporter from our read-only folder before anything of the
-# repository's can be on its path (-E: no PYTHONPATH, -s: no user site; '' goes too).
-OWN_PYTHON_BOOT = ("import sys\nsys.path[:] = ['/opt/rewardbox'] + [p for p in sys.path if p]\n"
+# repository's can be on its path (-E: no PYTHONPATH, -s: no user site; '' goes too). The reporter's floor is Python
+# 3.7 (docs/environments-own-image.md): an older interpreter is told apart on stderr, before anything of ours loads.
+OWN_PYTHON_BOOT = ("import sys\nif sys.version_info < (3, 7):\n    sys.stderr.write('rewardbox: repo tests need "
+                   "Python 3.7 or newer as environment.python, not %s\\n' % sys.version.split()[0])\n"
+                   "    sys.exit(3)\n"
+                   "sys.path[:] = ['/opt/rewardbox'] + [p for p in sys.path if p]\n"
                    "import repo_reporter\nrepo_reporter.warm_up()\nrepo_reporter.main()\n")
 
 

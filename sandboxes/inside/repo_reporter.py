@@ -71,6 +71,9 @@ REWRITE_TEST = _pytest.assertion.rewrite._rewrite_test  # pytest's own, for file
 READ_PYC = _pytest.assertion.rewrite._read_pyc
 HOOK_EXEC_CODE = _pytest.assertion.rewrite.AssertionRewritingHook.exec_module.__code__
 GETFRAME = sys._getframe
+# What the installed pytest and pluggy can do (the reporter runs in the task's own interpreter: pytest 5 and newer).
+PYC_BY_HASH = "source_hash" in HOOK_EXEC_CODE.co_varnames  # pytest >= 8; older ones key rewritten pycs by stat
+NEW_STYLE_WRAPPERS = "wrapper" in inspect.signature(pluggy.HookimplMarker.__call__).parameters  # pluggy >= 1.1
 GUARD = None  # recorded in the zygote by warm_up(); every test process starts from that record
 
 
@@ -110,8 +113,8 @@ def _function_of(item) -> object:
 
 
 def _recordable(value: object) -> bool:
-    return isinstance(value, types.FunctionType | types.BuiltinFunctionType | type | classmethod | staticmethod
-                      | property)
+    return isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, classmethod, staticmethod,
+                              property))
 
 
 class Space:
@@ -141,7 +144,7 @@ class Space:
         except KeyError:
             return f"a name was removed from {self.owner}"
         if any(map(operator.is_not, now, self.values)):
-            name = next(k for k, a, b in zip(self.names, now, self.values, strict=True) if a is not b)
+            name = next(k for k, a, b in zip(self.names, now, self.values) if a is not b)  # noqa: B905 - 3.7
             return f"{self.owner}.{name} was replaced"
         if any(map(operator.is_not, map(CODE, self.holders), self.codes)):
             return f"the code of a function of {self.owner} was replaced"
@@ -154,7 +157,7 @@ class Space:
 
 
 def _code_holder(value: object) -> object | None:
-    if isinstance(value, classmethod | staticmethod):
+    if isinstance(value, (classmethod, staticmethod)):
         value = value.__func__
     if isinstance(value, property):
         value = value.fget
@@ -243,7 +246,8 @@ class Guard:
             func = _function_of(item)
             self.sealed[item.nodeid] = (func, _code_of(func), type(item))
         self.plugins = {id(p) for p in pm.get_plugins()}
-        self.callers = tuple(c for c in vars(pm.hook).values() if isinstance(c, pluggy.HookCaller))
+        caller_type = type(pm.hook.pytest_runtest_call)  # pluggy.HookCaller (pluggy < 1.1: _HookCaller)
+        self.callers = tuple(c for c in vars(pm.hook).values() if isinstance(c, caller_type))
         self.hookimpls = tuple(c.get_hookimpls() for c in self.callers)
         self.hookexec = (pm._inner_hookexec, pm._hookexec)
 
@@ -280,7 +284,7 @@ class Guard:
 
     def trusted_code(self, obj: object) -> bool:
         """Defined in a file the change did not touch (the snapshot, pytest, the stdlib, the wheels)."""
-        owner = obj if isinstance(obj, types.ModuleType | type) else type(obj)
+        owner = obj if isinstance(obj, (types.ModuleType, type)) else type(obj)
         module = owner if isinstance(owner, types.ModuleType) else sys.modules.get(owner.__module__)
         path = getattr(module, "__file__", None)
         return bool(path) and self.trusted_file(path)
@@ -405,7 +409,9 @@ class TrustedReporter:
         code = self.provenance.rewritten_code(path)
         if code is None:
             return REWRITE_TEST(fn, config)
-        return importlib.util.source_hash(self.provenance.files[path].source), code
+        source = self.provenance.files[path].source
+        # pytest >= 8 keys its pyc cache by the source's hash, older ones by its stat (-B: never written here)
+        return (importlib.util.source_hash(source) if PYC_BY_HASH else os.stat(path)), code
 
     def _read_pyc(self, source, pyc, trace=lambda x: None):
         """pytest's, except that a listed test file is never read from a cached pyc (our code is the evidence)."""
@@ -469,10 +475,13 @@ class TrustedReporter:
         """A test the trusted file defines with a plain `def` runs that very function, not another of the file's."""
         compiled = self.provenance.compiled(path)
         cls = getattr(item, "cls", None)
-        qualname = f"{cls.__qualname__}.{item.originalname}" if cls is not None else item.originalname
+        name = item.originalname or item.name  # pytest < 6 sets originalname for parametrized tests only
+        qualname = f"{cls.__qualname__}.{name}" if cls is not None else name
         func = getattr(func, "__func__", func)
-        if compiled is not None and qualname in compiled.defined and func.__code__.co_qualname != qualname:
-            return f"{item.nodeid} runs {func.__code__.co_qualname}, not {qualname}"
+        if compiled is not None and qualname in compiled.defined:
+            runs = compiled.qualname(func.__code__)
+            if runs != qualname:
+                return f"{item.nodeid} runs {runs or 'code of another file'}, not {qualname}"
         return None
 
     def _untrusted_plugins(self, pm) -> str | None:
@@ -504,8 +513,10 @@ class TrustedReporter:
         self.evidence.add(pyfuncitem.nodeid)
         return True
 
-    @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_call(self, item):
+    def _around_call(self, item, new_style: bool):
+        """Around the test's call: the item unchanged, unittest's success recorded, and for item kinds whose
+        evidence is the call returning, that it returned. new_style: pluggy >= 1.1 raises the call's exception at
+        the yield and takes our return value; older pluggy sends an outcome (excinfo set when the call raised)."""
         problem = self.guard.item_problem(item)
         if problem:
             self.bad.setdefault(item.nodeid, f"harness tampering: {problem}")
@@ -517,9 +528,19 @@ class TrustedReporter:
         finally:
             if isinstance(item, _pytest.unittest.TestCaseFunction):
                 item.__dict__.pop("addSuccess", None)
-        if not isinstance(item, pytest.Function) or self._runs_async(item):
+        returned = new_style or result.excinfo is None
+        if returned and (not isinstance(item, pytest.Function) or self._runs_async(item)):
             self.evidence.add(item.nodeid)  # doctests, custom items, async tests: the call returned
-        return result
+        return result if new_style else None
+
+    if NEW_STYLE_WRAPPERS:
+        @pytest.hookimpl(wrapper=True, tryfirst=True)
+        def pytest_runtest_call(self, item):
+            return (yield from self._around_call(item, True))
+    else:
+        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+        def pytest_runtest_call(self, item):
+            yield from self._around_call(item, False)
 
     def _runs_async(self, item) -> bool:
         sealed = self.guard.sealed.get(item.nodeid, (None,))[0]
@@ -593,12 +614,28 @@ def _text(report) -> str:
 
 def _read_config() -> dict:
     chunks = []
-    while chunk := os.read(0, 1 << 16):
+    while True:
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            break
         chunks.append(chunk)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # nothing of the config stays readable on stdin
     os.close(devnull)
     return json.loads(b"".join(chunks))
+
+
+def _config_file(root: str) -> str | None:
+    """The configuration file pytest finds for a run at root, if it is in root itself (None: pytest's defaults)."""
+    findpaths = _pytest.config.findpaths
+    if hasattr(findpaths, "locate_config"):
+        takes_dir = len(inspect.signature(findpaths.locate_config).parameters) >= 2  # pytest >= 8
+        found = (findpaths.locate_config(Path(root), [Path(root)]) if takes_dir
+                 else findpaths.locate_config([Path(root)]))  # type: ignore[call-arg,arg-type]
+        inipath = found[1]
+    else:  # pytest < 6.1
+        inipath = findpaths.getcfg([root])[1]  # type: ignore[attr-defined]
+    return str(inipath) if inipath is not None and os.path.dirname(str(inipath)) == root else None
 
 
 def main() -> None:
@@ -617,8 +654,7 @@ def main() -> None:
         guard.record()
     guard.trusted_file = trusted_file
     sys.path[:0] = [p for p in cfg["sys_path"] if p not in sys.path]
-    _rootdir, inipath, _cfg, _ignored = _pytest.config.findpaths.locate_config(Path(root), [Path(root)])
-    config_file = str(inipath) if inipath is not None and str(inipath.parent) == root else os.devnull
+    config_file = _config_file(root) or os.devnull
     reporter = TrustedReporter(frames, guard, cfg["tests"], root, repo_provenance.Provenance(trusted_file))
     frames.send("start", pytest=pytest.__version__, config=os.path.relpath(config_file, root)
                 if config_file != os.devnull else None)
