@@ -213,7 +213,7 @@ def _delta(snap: ws.Snapshot, max_bytes: int, max_inodes: int) -> dict:
     try:
         delta = _compare(WORKSPACE, ws.scan(WORKSPACE, frozenset({session_git.GIT_DIR})), workspace_entries(snap),
                          budget)
-        git = _compare(WORKSPACE, session_git.scan(WORKSPACE), snap.session_git or {}, budget)
+        git = _compare(WORKSPACE, session_git.scan(WORKSPACE), snap.session_git or {}, budget, False)
         site_tree: dict[str, str] = {}
         if os.path.isdir(SITE) and not os.path.islink(SITE):
             _own_everything(SITE)
@@ -224,29 +224,34 @@ def _delta(snap: ws.Snapshot, max_bytes: int, max_inodes: int) -> dict:
     return {"delta": delta, "git": git, "site": site, "bytes": budget.nbytes, "inodes": budget.inodes}
 
 
-def _compare(root: str, tree: dict[str, str], base: dict[str, ws.Entry], budget: _Budget) -> dict:
+def _compare(root: str, tree: dict[str, str], base: dict[str, ws.Entry], budget: _Budget,
+             charge_base: bool = True) -> dict:
+    """The delta of tree against base. Every entry counts against the caps, or (charge_base False: .git, whose
+    snapshot commit must not push a workspace near its cap over it) only what differs from the base."""
     delta: dict[str, dict] = {}
-    budget.inodes += len(tree)
-    budget.check()
     for rel, kind in tree.items():
         old = base.get(rel)
+        size = 0
         if kind == "d":
             if old is None or old.kind != "d":
                 delta[rel] = {"k": "d"}
         elif kind == "l":
             target = os.readlink(os.path.join(root, rel)).encode()
-            budget.nbytes += len(target)
+            size = len(target)
             if old is None or old.kind != "l" or old.data != target:
                 delta[rel] = {"k": "l", "b64": base64.b64encode(target).decode()}
         elif kind == "f":
             data = ws.read_file(root, rel, READ_CAP)
             if data is None:
                 continue
-            budget.nbytes += len(data)
+            size = len(data)
             executable = bool(os.lstat(os.path.join(root, rel)).st_mode & 0o100)
             if old is None or old.kind != "f" or old.data != data or old.executable != executable:
                 delta[rel] = {"k": "f", "b64": base64.b64encode(data).decode(), "x": executable}
                 budget.changed += len(data)
+        if charge_base or rel in delta:
+            budget.nbytes += size
+            budget.inodes += 1
         budget.check()
     for rel in base:
         if rel not in tree:
