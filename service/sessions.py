@@ -361,6 +361,8 @@ class SessionManager:
                 job = {"delta": session.workspace.delta, "command": command, "stdin": stdin or "",
                        "max_bytes": int(lim.workspace_mb * (1 << 20)), "max_inodes": lim.inodes,
                        **session.workspace.state, "wheels": session.target.wheels}
+                if not self.settings.git:
+                    job["no_git"] = True
                 if session.target.python != DEFAULT_TARGET.python:  # the environment's interpreter first on PATH
                     job["path_first"] = os.path.dirname(session.target.python)
                 start_by = 2 * self.settings.max_wait_s  # the backstop for a flood slower than the estimate

@@ -242,3 +242,25 @@ def test_a_package_installed_by_the_session_is_not_in_its_reward(api, calc_id):
     sid = new(api, calc_id)
     ok(api, sid, "pip install -q six")
     assert reward(api, sid) == 0.0
+
+
+# ----------------------------------------------------------------------------------------- git switched off
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def no_git(request):
+    proc, url = start_server({"REWARDBOX_BACKEND": request.param, "REWARDBOX_POOL_SIZE": "1",
+                              "REWARDBOX_SESSION_POOL_SIZE": "1", "REWARDBOX_SESSION_GIT": "0"})
+    try:
+        with httpx.Client(base_url=url, timeout=300) as client:
+            yield client
+    finally:
+        stop_server(proc)
+
+
+def test_with_session_git_off_the_workspace_is_no_repository(no_git):
+    r = no_git.post("/repos", content=repo_archive(CALC), headers={"content-type": "application/gzip"})
+    sid = new(no_git, r.json()["id"])
+    out = sh(no_git, sid, "ls -a; git status")
+    assert ".git\n" not in out["stdout"] and out["exit_code"] != 0
+    assert "not a git repository" in out["stderr"], out

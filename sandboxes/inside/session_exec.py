@@ -9,8 +9,8 @@ between two of its commands.
 
 job = {"repo": {"id", "archive_b64"?}, "delta": {path: {"k": "f" | "l" | "d" | "-", "b64"?, "x"?}},
        "git": {".git/...": change}, "site": {path: change}, "wheels": the environment's wheel folder or None,
-       "command": shell line, "stdin": text, "max_bytes": workspace cap, "max_inodes": inode cap,
-       "limits": the command's limits}
+       "no_git"?: true (REWARDBOX_SESSION_GIT=0), "command": shell line, "stdin": text,
+       "max_bytes": workspace cap, "max_inodes": inode cap, "limits": the command's limits}
 
 The session's other state, kept apart from the workspace's delta so that no diff or reward ever sees it: its git
 repository (`.git` in the workspace: the snapshot's commit, session_git.py, plus the "git" changes) and the site
@@ -18,12 +18,16 @@ folder its `pip install`s went to (SITE, outside the workspace, plus the "site" 
 
 Steps, each in its own process, never two alive at once:
 1. workspace (candidate uid): the snapshot from this runner's memory (repo_judge.CACHE, sent once per sandbox;
-   `repo_missing` asks the host for the bytes) is written to WORKSPACE, then the delta over it.
+   `repo_missing` asks the host for the bytes) is written to WORKSPACE; then its .git (made there by
+   session_git.make on the first command of a snapshot in this sandbox, written from memory afterwards), the
+   delta, the git changes and the site folder over it. No step but session_git.make ever runs git, and that one
+   only on the snapshot alone, before any of the session's changes is written.
 2. command (candidate uid, the usual job lock-down): `/bin/sh -c command` in WORKSPACE. At its end every process
    of the uid is killed: nothing outlives its command.
-3. delta (candidate uid): the workspace scanned without following links and compared with the snapshot; what
-   differs goes back as the new delta, with the workspace's bytes and inodes. Over a cap, the command's changes
-   are refused (`workspace_limit`) and the session keeps its previous state.
+3. delta (candidate uid): the workspace scanned without following links and compared with the snapshot (.git
+   left out), .git with its commit and the site folder with nothing; what differs goes back as the new delta and
+   git and site changes, with the workspace's bytes and inodes (.git's counted only where changed). Over a cap,
+   the command's changes are refused (`workspace_limit`) and the session keeps its previous state.
 Result: the command's own accounting plus one {"event": "session", ...}.
 """
 
@@ -73,7 +77,8 @@ def session_job(runner, job: dict, limits: dict) -> dict:
     rt = repo_judge._rt(runner)
     runner.used_uids.add(runner.cand_uid)  # the cleaner wipes the workspace after the job
     git, site = job.get("git") or {}, job.get("site") or {}
-    built = _as_candidate(runner, lambda: _build(snap, delta, git, site))
+    with_git = not job.get("no_git")  # REWARDBOX_SESSION_GIT=0: no repository in the workspace
+    built = _as_candidate(runner, lambda: _build(snap, delta, git, site, with_git))
     if "ok" not in built:
         return {"status": "sandbox_error", "error": f"session workspace: {built.get('error') or built['crash']}"}
     if "git_base" in built:  # made by this job's helper: kept for the next commands on this snapshot
@@ -120,7 +125,7 @@ def _as_candidate(runner, step) -> dict:
     return repo_judge.run_helper(runner, runner.cand_uid, os.path.dirname(WORKSPACE), step)
 
 
-def _build(snap: ws.Snapshot, delta: dict, git: dict, site: dict) -> dict:
+def _build(snap: ws.Snapshot, delta: dict, git: dict, site: dict, with_git: bool = True) -> dict:
     os.umask(0o022)
     os.mkdir(WORKSPACE, 0o755)
     os.makedirs(TOOLS, 0o755, exist_ok=True)
@@ -130,14 +135,15 @@ def _build(snap: ws.Snapshot, delta: dict, git: dict, site: dict) -> dict:
         os.chmod(os.path.join(TOOLS, name), 0o755)
     ws.materialize(workspace_entries(snap), WORKSPACE)
     out: dict = {"ok": True}
-    if snap.session_git is None:  # first command on this snapshot here: the snapshot alone is in the workspace
+    if with_git and snap.session_git is None:  # first command on this snapshot here: the snapshot alone is there
         out["git_base"], why = session_git.make(WORKSPACE)
         if why:
             out["git_missing"] = why
-    else:
-        ws.materialize(snap.session_git, WORKSPACE)
+    elif with_git:
+        ws.materialize(snap.session_git or {}, WORKSPACE)
     _apply(WORKSPACE, {rel: c for rel, c in delta.items() if not session_git.in_git(ws.clean_rel(rel))})
-    _apply(WORKSPACE, {rel: c for rel, c in git.items() if session_git.in_git(ws.clean_rel(rel))})
+    if with_git:
+        _apply(WORKSPACE, {rel: c for rel, c in git.items() if session_git.in_git(ws.clean_rel(rel))})
     os.makedirs(SITE, 0o755, exist_ok=True)
     _apply(SITE, site)
     return out

@@ -29,14 +29,15 @@ ENV = {"PATH": SEARCH_PATH, "HOME": "/nonexistent", "LANG": "C", "GIT_CONFIG_NOS
        "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "rewardbox", "GIT_AUTHOR_EMAIL": "snapshot@rewardbox",
        "GIT_COMMITTER_NAME": "rewardbox", "GIT_COMMITTER_EMAIL": "snapshot@rewardbox", "GIT_AUTHOR_DATE": STAMP,
        "GIT_COMMITTER_DATE": STAMP}
-# The repository's own settings: who the agent's commits are by (there is no global config in a sandbox).
-CONFIG = (("user.name", "agent"), ("user.email", "agent@rewardbox"), ("gc.auto", "0"))
+# The repository's own settings, added to what `git init` wrote: who the agent's commits are by (there is no
+# global config in a sandbox), and no automatic gc (a command's time is the agent's).
+CONFIG = b"[user]\n\tname = agent\n\temail = agent@rewardbox\n[gc]\n\tauto = 0\n"
 STEPS = (("init", "-q", "-b", "main", "--template="),
-         *(("config", key, value) for key, value in CONFIG),
          ("add", "-A", "-f"),  # -f: ignored files too, so the commit is the whole snapshot
          ("commit", "-q", "--no-verify", "--allow-empty", "-m", "snapshot"),
-         # One pack rather than a loose object per file: far fewer files to write before every command.
-         ("-c", "pack.threads=1", "repack", "-a", "-d", "-q"))
+         # One pack rather than a loose object per file: far fewer files to write before every command. No delta
+         # search (--window=0: it was most of the time taken here) and one thread, so the pack is the same anywhere.
+         ("-c", "pack.threads=1", "-c", "core.fsync=none", "repack", "-a", "-d", "-q", "--window=0"))
 
 
 def in_git(rel: str) -> bool:
@@ -56,6 +57,9 @@ def make(workspace: str) -> tuple[dict[str, dict], str | None]:
         if done.returncode != 0:
             shutil.rmtree(os.path.join(workspace, GIT_DIR), ignore_errors=True)
             return {}, f"git {step[0]}: {done.stderr.decode(errors='replace')[-500:]}"
+        if step[0] == "init":
+            with open(os.path.join(workspace, GIT_DIR, "config"), "ab") as f:
+                f.write(CONFIG)
     return read(workspace), None
 
 
