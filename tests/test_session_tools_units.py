@@ -38,9 +38,11 @@ def test_the_python_wrapper_runs_the_first_python3_on_path():
     assert _session_exec().PYTHON_WRAPPER == b'#!/bin/sh\nexec python3 "$@"\n'
 
 
-def test_pip_and_pip3_run_the_first_python3_on_paths_pip():
+def test_pip_and_pip3_run_the_pip_of_the_first_python3_on_path_else_of_python():
     se = _session_exec()
-    assert se.WRAPPERS["pip"] == se.WRAPPERS["pip3"] == b'#!/bin/sh\nexec python3 -m pip "$@"\n'
+    assert se.WRAPPERS["pip"] == se.WRAPPERS["pip3"]
+    assert se.WRAPPERS["pip"].splitlines()[1:] == [b'command -v python3 >/dev/null && exec python3 -m pip "$@"',
+                                                   b'exec python -m pip "$@"']
 
 
 def test_pip_is_offline_from_the_wheel_folders_into_the_site_folder_first_on_pythonpath():

@@ -48,8 +48,9 @@ WORKSPACE = "/scratch/c/ws"
 TOOLS = "/scratch/c/.rewardbox-bin"
 # `python` is whichever `python3` comes first on PATH (the environment's, else the image's): agents call both.
 PYTHON_WRAPPER = b'#!/bin/sh\nexec python3 "$@"\n'
-# `pip` and `pip3`: that interpreter's pip, offline and into SITE (command_env's PIP_* settings).
-PIP_WRAPPER = b'#!/bin/sh\nexec python3 -m pip "$@"\n'
+# `pip` and `pip3`: that interpreter's pip (or the first `python`'s, where an environment has no python3, like a
+# conda env), offline and into SITE (command_env's PIP_* settings).
+PIP_WRAPPER = b'#!/bin/sh\ncommand -v python3 >/dev/null && exec python3 -m pip "$@"\nexec python -m pip "$@"\n'
 WRAPPERS = {"python": PYTHON_WRAPPER, "pip": PIP_WRAPPER, "pip3": PIP_WRAPPER}
 # Where a session's `pip install`s go: outside the workspace (never in its diff or reward), first on PYTHONPATH,
 # kept with the session's state (and its forks) like .git.
