@@ -46,8 +46,8 @@ def calc_id(api) -> str:
     return r.json()["id"]
 
 
-def new(api, repo_id: str) -> str:
-    r = api.post("/sessions", json={"repo": {"id": repo_id}})
+def new(api, repo_id: str, **extra) -> str:
+    r = api.post("/sessions", json={"repo": {"id": repo_id}, **extra})
     assert r.status_code == 201, r.text
     return r.json()["session_id"]
 
@@ -201,6 +201,16 @@ def test_git_hooks_and_config_planted_by_an_agent_never_run_on_the_host_or_in_th
     assert "a - b" not in patch and ".git/" not in patch
     assert reward(api, sid) == 0.0  # calc.py was never fixed: nothing planted ran in the grader
     assert not os.path.exists(marker)
+
+
+@pytest.mark.parametrize("grow", ["head -c 200000 /dev/zero > .git/blob",
+                                  f"mkdir -p {SITE}/junk && head -c 200000 /dev/zero > {SITE}/junk/blob"])
+def test_git_and_site_state_count_against_the_workspace_cap_but_the_snapshot_commit_does_not(api, calc_id, grow):
+    sid = new(api, calc_id, limits={"workspace_mb": 0.05})
+    ok(api, sid, "git status --porcelain")  # the commit alone fits
+    out = sh(api, sid, f"echo small > ok.txt; {grow}")
+    assert out["status"] == "output_limit" and "workspace" in out["error"], out
+    assert ok(api, sid, "ls .git/blob ok.txt 2>/dev/null || true") == ""  # the command's changes all dropped
 
 
 def test_a_git_directory_in_the_snapshot_is_not_the_sessions(api):

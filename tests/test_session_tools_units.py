@@ -90,3 +90,13 @@ def test_the_snapshot_commit_is_the_same_wherever_it_is_made(tmp_path):
                                     check=True).stdout)
         assert not [p for p in wire if p.startswith(".git/objects/") and len(p.split("/")[2]) == 2]  # packed
     assert heads[0] == heads[2] == ".gitignore\npkg/a.py\nrun.log\n" and heads[1] == heads[3]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="no git on this host")
+def test_a_repository_over_the_cap_is_not_made(tmp_path, monkeypatch):
+    sg = _session_exec().session_git
+    monkeypatch.setattr(sg, "MAX_BYTES", 10)
+    (tmp_path / "a.py").write_bytes(b"x = 1\n" * 100)
+    wire, why = sg.make(str(tmp_path))
+    assert wire == {} and why is not None and "over 10" in why
+    assert not (tmp_path / ".git").exists()

@@ -23,6 +23,9 @@ import subprocess
 import repo_workspace as ws
 
 GIT_DIR = ".git"
+# A repository larger than this is not made: it travels back to the runner in one frame (base64, under the wire's
+# 64 MiB) and is written before every command. Snapshots are far smaller by default (REWARDBOX_REPO_MAX_UNPACKED_MB).
+MAX_BYTES = 24 << 20
 SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
 STAMP = "946684800 +0000"  # 2000-01-01: the snapshot commit's date, so its hash depends on the files alone
 ENV = {"PATH": SEARCH_PATH, "HOME": "/nonexistent", "LANG": "C", "GIT_CONFIG_NOSYSTEM": "1",
@@ -60,7 +63,12 @@ def make(workspace: str) -> tuple[dict[str, dict], str | None]:
         if step[0] == "init":
             with open(os.path.join(workspace, GIT_DIR, "config"), "ab") as f:
                 f.write(CONFIG)
-    return read(workspace), None
+    made = read(workspace)
+    size = sum(len(c.get("b64") or "") * 3 // 4 for c in made.values())
+    if size > MAX_BYTES:
+        shutil.rmtree(os.path.join(workspace, GIT_DIR), ignore_errors=True)
+        return {}, f"the snapshot's repository would hold {size} bytes, over {MAX_BYTES}"
+    return made, None
 
 
 def read(workspace: str) -> dict[str, dict]:
