@@ -111,6 +111,15 @@ def test_stash_pop_checkout_and_commit_last_from_command_to_command(api, calc_id
     assert ok(api, sid, "git status --porcelain") == ""
 
 
+def test_git_config_global_lasts_and_stays_out_of_the_diff(api, calc_id):
+    sid = new(api, calc_id)
+    assert ok(api, sid, "git config user.name") == "agent\n"  # the default
+    ok(api, sid, "git config --global user.name 'Some Agent'")
+    assert ok(api, sid, "git commit -q --allow-empty -m x && git log -1 --format=%an") == "Some Agent\n"
+    assert ok(api, sid, "ls -a | grep -c gitconfig || true") == "0\n"
+    assert diff(api, sid) == ""
+
+
 def test_the_files_api_refuses_the_git_directory(api, calc_id):
     sid = new(api, calc_id)
     for path in (".git/config", ".git/hooks/pre-commit", ".git"):

@@ -53,6 +53,12 @@ def test_pip_is_offline_from_the_wheel_folders_into_the_site_folder_first_on_pyt
     assert env["PIP_NO_CACHE_DIR"] == "1"  # a cache would land in HOME, the workspace
 
 
+def test_git_global_config_is_git_state_not_a_file_in_home():
+    se = _session_exec()
+    env = se.command_env(None, [])
+    assert env["HOME"] == se.WORKSPACE and env["GIT_CONFIG_GLOBAL"].startswith(se.WORKSPACE + "/.git/")
+
+
 def test_the_site_folder_is_outside_the_workspace():
     se = _session_exec()
     assert not (se.SITE + "/").startswith(se.WORKSPACE.rstrip("/") + "/")

@@ -55,6 +55,9 @@ WRAPPERS = {"python": PYTHON_WRAPPER, "pip": PIP_WRAPPER, "pip3": PIP_WRAPPER}
 # Where a session's `pip install`s go: outside the workspace (never in its diff or reward), first on PYTHONPATH,
 # kept with the session's state (and its forks) like .git.
 SITE = "/scratch/c/.rewardbox-site"
+# `git config --global` (agents set user.name this way) writes here: git state, kept with .git, rather than a
+# ~/.gitconfig in HOME, the workspace, which would land in the session's diff.
+GIT_GLOBAL = f"{WORKSPACE}/{session_git.GIT_DIR}/{session_git.GLOBAL}"
 # The default image's wheel folder (sandboxes/image/build.sh); an environment's comes with the job.
 IMAGE_WHEELS = "/usr/local/share/rewardbox/wheels"
 READ_CAP = 64 << 20
@@ -111,13 +114,14 @@ def command_path(path_first) -> str:
 
 
 def command_env(path_first, wheels: list[str]) -> dict[str, str]:
-    """The command's environment: PATH as above; the session's site folder first on PYTHONPATH; pip offline
-    (--no-index, the wheel folders as --find-links), installing into the site folder (--target), with no cache (it
-    would land in HOME, the workspace) and no bytecode (it would only grow the session's state)."""
+    """The command's environment: PATH as above; git's global config in .git; the session's site folder first
+    on PYTHONPATH; pip offline (--no-index, the wheel folders as --find-links), installing into the site folder
+    (--target), with no cache (it would land in HOME, the workspace) and no bytecode (it would only grow the
+    session's state)."""
     return {"HOME": WORKSPACE, "TMPDIR": "/tmp", "TERM": "dumb", "PATH": command_path(path_first),
-            "PYTHONPATH": SITE, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": " ".join(wheels), "PIP_TARGET": SITE,
-            "PIP_NO_CACHE_DIR": "1", "PIP_NO_COMPILE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-            "PIP_NO_INPUT": "1"}
+            "GIT_CONFIG_GLOBAL": GIT_GLOBAL, "PYTHONPATH": SITE, "PIP_NO_INDEX": "1",
+            "PIP_FIND_LINKS": " ".join(wheels), "PIP_TARGET": SITE, "PIP_NO_CACHE_DIR": "1", "PIP_NO_COMPILE": "1",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
 
 
 def _as_candidate(runner, step) -> dict:

@@ -32,9 +32,12 @@ ENV = {"PATH": SEARCH_PATH, "HOME": "/nonexistent", "LANG": "C", "GIT_CONFIG_NOS
        "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "rewardbox", "GIT_AUTHOR_EMAIL": "snapshot@rewardbox",
        "GIT_COMMITTER_NAME": "rewardbox", "GIT_COMMITTER_EMAIL": "snapshot@rewardbox", "GIT_AUTHOR_DATE": STAMP,
        "GIT_COMMITTER_DATE": STAMP}
-# The repository's own settings, added to what `git init` wrote: who the agent's commits are by (there is no
-# global config in a sandbox), and no automatic gc (a command's time is the agent's).
-CONFIG = b"[user]\n\tname = agent\n\temail = agent@rewardbox\n[gc]\n\tauto = 0\n"
+# The repository's own settings, added to what `git init` wrote: no automatic gc (a command's time is the agent's).
+CONFIG = b"[gc]\n\tauto = 0\n"
+# The session's global config (GIT_CONFIG_GLOBAL of its commands, session_exec.GIT_GLOBAL): who the agent's commits
+# are by, until it says otherwise with `git config --global`.
+GLOBAL = "global-config"
+GLOBAL_CONFIG = b"[user]\n\tname = agent\n\temail = agent@rewardbox\n"
 STEPS = (("init", "-q", "-b", "main", "--template="),
          ("add", "-A", "-f"),  # -f: ignored files too, so the commit is the whole snapshot
          ("commit", "-q", "--no-verify", "--allow-empty", "-m", "snapshot"),
@@ -63,6 +66,8 @@ def make(workspace: str) -> tuple[dict[str, dict], str | None]:
         if step[0] == "init":
             with open(os.path.join(workspace, GIT_DIR, "config"), "ab") as f:
                 f.write(CONFIG)
+            with open(os.path.join(workspace, GIT_DIR, GLOBAL), "wb") as f:
+                f.write(GLOBAL_CONFIG)
     made = read(workspace)
     size = sum(len(c.get("b64") or "") * 3 // 4 for c in made.values())
     if size > MAX_BYTES:
