@@ -14,6 +14,10 @@ result cache is off in the server this starts):
 - create a session (POST /sessions, the snapshot stored already) next to `docker run -d` + `docker cp` of the repo.
 - reward of a session (its diff graded in a fresh sandbox) next to POST /reward of the same patch as a repo item.
 - 64 sessions open at once, each running a command: errors counted. Target: none.
+- git in sessions (`--git`, or `--git-only` for this figure alone): what the workspace's repository costs, with
+  REWARDBOX_SESSION_GIT on and off, one server after the other in the same run: a session's start on a snapshot
+  no sandbox holds yet (create + first `true`: the snapshot commit is made there), and exec `true` p50 on the
+  ~1 MB repo (its .git written out before every command).
 Prints numbers; it is not a test.
 """
 
@@ -117,15 +121,71 @@ def docker_baselines(image: str, rounds: int, repo_dir: str) -> dict:
     return out
 
 
+def start_server(backend: str, extra: dict[str, str]) -> tuple[subprocess.Popen, str, str]:
+    port = free_port()
+    log_path = os.path.join(tempfile.mkdtemp(prefix="rewardbox-bench-"), "serve.log")
+    env = {**os.environ, "REWARDBOX_BACKEND": backend, "REWARDBOX_POOL_SIZE": "2",
+           "REWARDBOX_SESSION_POOL_SIZE": "2", "REWARDBOX_RESULT_CACHE_SIZE": "0", "REWARDBOX_DB": "off", **extra}
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port",
+                                 str(port), "--log-level", "warning"], env=env, stdout=log, stderr=log, cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(url, proc, log_path, 300)
+    return proc, url, log_path
+
+
+def git_figures(backend: str, rounds: int, big: dict[str, bytes]) -> dict:
+    """Session start on a fresh snapshot and exec p50 on the ~1 MB repo, with the session's git on and off."""
+    return {label: git_figure(backend, rounds, big, on) for label, on in (("with_git", True), ("without_git", False))}
+
+
+def git_figure(backend: str, rounds: int, big: dict[str, bytes], on: bool) -> dict:
+    proc, url, _ = start_server(backend, {"REWARDBOX_SESSION_GIT": "1" if on else "0"})
+    try:
+        with httpx.Client(base_url=url, timeout=300) as api:
+            def start(i: int) -> float:
+                files = {**big, "salt.txt": f"{on} {i} {random.random()}\n".encode()}  # a snapshot no sandbox has
+                repo = api.post("/repos", content=repo_archive(files), headers=GZIP).json()["id"]
+                t = time.perf_counter()
+                sid = api.post("/sessions", json={"repo": {"id": repo}}).json()["session_id"]
+                api.post(f"/sessions/{sid}/exec", json={"command": "true"}).raise_for_status()
+                ms = (time.perf_counter() - t) * 1000
+                api.delete(f"/sessions/{sid}")
+                return ms
+
+            start(-1)  # starts the session pool
+            starts = [start(i) for i in range(10)]
+            repo = api.post("/repos", content=repo_archive(big), headers=GZIP).json()["id"]
+            sid = api.post("/sessions", json={"repo": {"id": repo}}).json()["session_id"]
+
+            def run(command: str) -> None:
+                api.post(f"/sessions/{sid}/exec", json={"command": command}).raise_for_status()
+
+            for _ in range(4):  # both sandboxes hold the snapshot (and its commit)
+                run("true")
+            out = {"start_fresh_snapshot_1mb": summary(starts),
+                   "exec_true_1mb": summary(timed(lambda: run("true"), rounds))}
+            if on:
+                out["exec_git_status_1mb"] = summary(timed(lambda: run("git status --short"), rounds))
+            return out
+    finally:
+        stop_server(proc)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--backend", default="docker", help="docker | bubblewrap")
     ap.add_argument("--rounds", type=int, default=40, help="exec round trips per figure")
     ap.add_argument("--open", type=int, default=64, help="sessions open at once in the last figure")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--git", action="store_true", help="also the git figure (two more servers)")
+    ap.add_argument("--git-only", action="store_true", help="the git figure alone")
     args = ap.parse_args()
 
     big = big_repo()
+    if args.git_only:
+        print(json.dumps({"backend": args.backend, "git": git_figures(args.backend, args.rounds, big)}, indent=2))
+        return
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log_path = os.path.join(tempfile.mkdtemp(prefix="rewardbox-bench-"), "serve.log")
@@ -213,6 +273,8 @@ def main() -> None:
             figures["docker"] = docker_baselines(image_name(), args.rounds, d)
     finally:
         figures["server_stop"] = stop_server(proc)
+    if args.git:
+        figures["git"] = git_figures(args.backend, args.rounds, big)
     bare = figures["bare_python_start"]["p50_ms"]
     figures["targets"] = {
         "exec_p50_vs_bare_python": round(figures["session_exec_true_tiny"]["p50_ms"] / bare, 2),

@@ -37,6 +37,7 @@ class SessionSettings:
     env_pools_max: int = 4  # sessions' pools of environments other than the default (service/environment_pools)
     env_pools_memory_mb: int = 8192
     max_wait_s: float = 30.0  # a command expected to wait longer for a sandbox is refused (service/sessions/manager.py)
+    git: bool = True  # the workspace is a git repository at the snapshot (sandboxes/inside/session_git.py)
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,8 @@ class Settings(BaseSettings):
                                    "sessions together")
     session_pool_size: int = Field(SessionSettings.pool_size, gt=0, description="sandboxes of the session pool "
                                    "(started with the first session)")
+    session_git: bool = Field(SessionSettings.git, description="a session's workspace is a git "
+                              "repository at its snapshot (docs/sessions-tools.md)")
 
     # Repositories
     repo_max_archive_mb: float = Field(ArchiveLimits.archive_bytes / MB, gt=0, description="an uploaded .tar.gz")
@@ -172,7 +175,7 @@ class Settings(BaseSettings):
         return SessionSettings(max_open=self.sessions_max, max_bytes=int(self.sessions_max_mb * MB),
                                pool_size=self.session_pool_size, sandbox_max_jobs=self.sandbox_max_jobs,
                                env_pools_max=self.env_pools_max, env_pools_memory_mb=self.env_pools_memory_mb,
-                               max_wait_s=self.max_wait_s)
+                               max_wait_s=self.max_wait_s, git=self.session_git)
 
     @property
     def repos(self) -> RepoSettings:

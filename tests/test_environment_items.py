@@ -93,3 +93,33 @@ def test_a_session_in_the_environment_imports_its_compiled_wheel(api):
     sid = r.json()["session_id"]
     out = api.post(f"/sessions/{sid}/exec", json={"command": "python3 -c 'import markupsafe._speedups; print(1)'"})
     assert out.status_code == 200 and out.json()["stdout"].strip() == "1", out.text
+
+
+# An environment id is its spec's hash alone: one built before the base image had git and pip (a cache of an
+# older checkout) would be reused as it is, so this test builds a spec of its own.
+PIP_SPEC = {"python": ["markupsafe==2.1.5", "six==1.17.0"]}
+
+
+def test_a_session_in_the_environment_pip_installs_its_wheel_offline_and_has_git(api):
+    posted = api.post("/environments", json=PIP_SPEC)
+    assert posted.status_code in (200, 202), posted.text
+    record = _wait_ready(api, posted.json()["id"])
+    assert record["state"] == "ready", record
+    r = api.post("/sessions", json={"repo": {"archive_b64": _archive()}, "environment": {"id": record["id"]}})
+    assert r.status_code == 201, r.text
+    sid = r.json()["session_id"]
+
+    def run(command: str) -> dict:
+        out = api.post(f"/sessions/{sid}/exec", json={"command": command})
+        assert out.status_code == 200, out.text
+        return out.json()
+
+    # markupsafe's wheel is in the environment's wheel folder only (the default image's has none)
+    installed = run("pip install markupsafe==2.1.5")
+    assert installed["exit_code"] == 0 and "Successfully installed markupsafe-2.1.5" in installed["stdout"], installed
+    where = run("python -c 'import markupsafe._speedups as s; print(s.__file__)'")
+    assert where["stdout"].startswith("/scratch/c/.rewardbox-site/markupsafe/"), where
+    edited = run("sed -i 's/return 1/return 2/' mod.py && git diff")  # the archive's top folder is stripped
+    assert "+    return 2" in edited["stdout"], edited
+    patch = api.get(f"/sessions/{sid}/diff").json()["patch"]
+    assert "+    return 2" in patch and "rewardbox-site" not in patch

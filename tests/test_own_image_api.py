@@ -75,6 +75,18 @@ def test_a_session_runs_its_commands_in_the_image(env_api):
     assert reward.status_code == 200 and reward.json()["status"] == "failed", reward.text  # the bug is still there
 
 
+def test_in_an_image_without_git_or_pip_a_session_says_so(env_api):
+    import base64
+
+    body = {"repo": {"archive_b64": base64.b64encode(TASK["archive"]).decode()},
+            "environment": {"image": env_api.image, "python": PYTHON, "repo_path": TESTBED}}
+    sid = env_api.post("/sessions", json=body).json()["session_id"]
+    git = env_api.post(f"/sessions/{sid}/exec", json={"command": "git status"}).json()
+    assert git["exit_code"] == 127 and "git: not found" in git["stderr"], git
+    pip = env_api.post(f"/sessions/{sid}/exec", json={"command": "pip install pytest"}).json()
+    assert pip["exit_code"] != 0 and "No module named pip" in pip["stderr"], pip
+
+
 def test_a_session_naming_a_missing_image_is_a_422(env_api):
     import base64
 

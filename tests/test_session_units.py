@@ -113,3 +113,35 @@ def test_an_expired_session_is_gone_at_once():
         assert await m.list_open() == []
 
     asyncio.run(main())
+
+
+# ------------------------------------------------------------------------------- the session's git state
+
+
+def test_the_workspace_refuses_paths_in_its_git_folder():
+    ws = Workspace.of({"a.py": Node("f", b"x")})
+    for path in (".git", ".git/config", ".git/hooks/pre-commit"):
+        with pytest.raises(PathError, match="git"):
+            ws.write(path, b"evil")
+        with pytest.raises(PathError, match="git"):
+            ws.read(path)
+
+
+def test_a_git_folder_in_the_snapshot_is_left_out_of_the_workspace():
+    ws = Workspace.of({"a.py": Node("f", b"x"), ".git": Node("d"), ".git/config": Node("f", b"[core]")})
+    assert set(ws.snapshot) == {"a.py"}
+
+
+def test_git_state_never_reaches_the_diff():
+    ws = Workspace.of({"a.py": Node("f", b"x\n")})
+    ws.state = {"git": {".git/config": {"k": "f", "b64": "W2NvcmVdCg==", "x": False}}, "site": {}}
+    ws.delta[".git/hooks/pre-commit"] = {"k": "f", "b64": "ZXZpbAo=", "x": True}  # never sent; never graded
+    assert ws.diff() == ("", [])
+
+
+def test_a_fork_copies_the_git_and_site_state_and_counts_it_in_its_size():
+    ws = Workspace.of({"a.py": Node("f", b"x\n")})
+    ws.state = {"git": {".git/index": {"k": "f", "b64": "AAAA", "x": False}}, "site": {}}
+    child = ws.fork()
+    assert child.state == ws.state and child.state["git"] is not ws.state["git"]
+    assert ws.size() == 3 + len(".git/index")

@@ -29,8 +29,12 @@ TOOLCHAINS=nodejs,gcc,g++,libc6-dev,openjdk-17-jdk-headless,golang-go,rustc
 # Data::Compare; Ruby's test-unit ships with libruby), and the jar its Java runs put on the class path (javatuples).
 # The image cost of each is measured in the commit that added them (see the README's language table).
 EXTRA_LANGUAGES=php-cli,ruby,lua5.4,lua-unit,perl,libtest-deep-perl,libdata-compare-perl,scala,libjavatuples-java,mono-mcs
-# Repo tasks apply the candidate's unified diff inside the sandbox with GNU patch (service/repos/snapshots.py).
-REPO_TOOLS=patch
+# Repo tasks apply the candidate's unified diff inside the sandbox with GNU patch (service/repos/snapshots.py). Agent
+# sessions get git (their workspace is a repository at the snapshot) and pip (offline, from WHEELS below; the
+# `pip` wrapper of sandboxes/inside/session_exec.py installs into the session's own site folder).
+REPO_TOOLS=patch,git,python3-pip
+# The image's wheel folder: the wheels of requirements.txt, what a session's `pip install` finds offline.
+WHEELS=usr/local/share/rewardbox/wheels
 # npm packages (eslint, TypeScript) live here, installed from node/package-lock.json by npm_install.py.
 NODE_PREFIX=usr/local/lib/rewardbox-node
 # Same wheel selection everywhere: pure-Python wheels for CPython 3.11, hash-checked, no dependency resolution.
@@ -98,6 +102,9 @@ customize() {
     log "installing wheels into /$SITE"
     "$RB_PIP_PYTHON" -m pip install -q --disable-pip-version-check --no-compile --no-index \
         --find-links "$RB_WHEELS" "${PIP_WHEEL_OPTS[@]}" --target "$root/$SITE" -r "$HERE/requirements.txt"
+    log "copying the wheels into /$WHEELS"
+    "$RB_PIP_PYTHON" -m pip download -q --disable-pip-version-check --no-index --find-links "$RB_WHEELS" \
+        "${PIP_WHEEL_OPTS[@]}" -d "$root/$WHEELS" -r "$HERE/requirements.txt"
     log "installing npm packages into /$NODE_PREFIX"
     "$RB_PIP_PYTHON" "$HERE/npm_install.py" "$HERE/node/package-lock.json" "${RB_NPM_CACHE:?}" "$root/$NODE_PREFIX"
     log "finalizing rootfs (wrappers, bytecode, trimming, setuid strip)"

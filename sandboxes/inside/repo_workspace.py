@@ -61,6 +61,9 @@ class Snapshot:
         self.site = site
         self.nbytes = sum(len(e.data) for e in entries.values()) + sum(len(d) for d in site.values())
         self.inodes = len(entries) + len(site) + len({os.path.dirname(p) for p in site})
+        # A session's git state at the snapshot, made once per runner (sandboxes/inside/session_git.py): None
+        # until made, {} where the image has no git.
+        self.session_git: dict[str, Entry] | None = None
 
     def file(self, rel: str) -> bytes | None:
         entry = self.entries.get(rel)
@@ -263,8 +266,9 @@ def _lstat(path: str) -> os.stat_result | None:
 # ------------------------------------------------------------------------------------------ reading workspaces
 
 
-def scan(root: str) -> dict[str, str]:
-    """Every path below root and its kind ("f", "d", "l", or "other"), without following links."""
+def scan(root: str, skip: frozenset[str] = frozenset()) -> dict[str, str]:
+    """Every path below root and its kind ("f", "d", "l", or "other"), without following links; the paths in
+    skip (relative, e.g. ".git") are left out with everything below them."""
     found: dict[str, str] = {}
     pending = [""]
     while pending:
@@ -272,6 +276,8 @@ def scan(root: str) -> dict[str, str]:
         with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
             for entry in it:
                 rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                if rel in skip:
+                    continue
                 if entry.is_symlink():
                     found[rel] = "l"
                 elif entry.is_dir(follow_symlinks=False):

@@ -7,9 +7,9 @@ How (one pass, both backends from the same content):
      host's network for the Debian mirror only while apt runs, a memory limit and a deadline).
   3. Python: the host's pip downloads wheels for the image's CPython 3.11 on manylinux x86_64 (compiled wheels
      allowed, dependencies resolved) and installs them with `--no-index --target` into the image's dist-packages.
-     Why the host's pip and not Debian's python3-pip in the image: the host's pip already carries this machine's
-     registry setup (CA bundle of the proxy, constraints), the image stays without pip, and the wheels it fetched
-     are kept in the environment (`WHEELS_DIR`) so sessions can `pip install` offline. Sources are never built
+     Why the host's pip and not the image's (Debian's python3-pip, there for sessions): the host's pip already
+     carries this machine's registry setup (CA bundle of the proxy, constraints), and the wheels it fetched are
+     kept in the environment (`WHEELS_DIR`) so sessions can `pip install` offline. Sources are never built
      (`--only-binary=:all:`): no build code of a package runs on the host.
   4. npm packages: the host's npm with `--ignore-scripts` (install scripts would run on the host) into a prefix
      Node finds (`/usr/lib/x86_64-linux-gnu/nodejs`, on Debian node's global module path).

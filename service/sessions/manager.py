@@ -358,7 +358,10 @@ class SessionManager:
                                 memory_mb=lim.memory_mb, output_bytes=lim.output_bytes, nproc=lim.processes,
                                 nofile=256, file_size_mb=256)
                 job = {"delta": session.workspace.delta, "command": command, "stdin": stdin or "",
-                       "max_bytes": int(lim.workspace_mb * (1 << 20)), "max_inodes": lim.inodes}
+                       "max_bytes": int(lim.workspace_mb * (1 << 20)), "max_inodes": lim.inodes,
+                       **session.workspace.state, "wheels": session.target.wheels}
+                if not self.settings.git:
+                    job["no_git"] = True
                 if session.target.python != DEFAULT_TARGET.python:  # the environment's interpreter first on PATH
                     job["path_first"] = os.path.dirname(session.target.python)
                 start_by = 2 * self.settings.max_wait_s  # the backstop for a flood slower than the estimate
@@ -386,6 +389,8 @@ class SessionManager:
                     answer["status"], answer["error"] = str(Status.OUTPUT_LIMIT), event["workspace_limit"]
                 elif "delta" in event and sid in self.sessions:
                     session.workspace.delta = event["delta"]
+                    # .git and the pip site folder: carried to the next command and to forks, never graded
+                    session.workspace.state = {k: event.get(k) or {} for k in ("git", "site")}
                     session.bytes, session.inodes = int(event.get("bytes") or 0), int(event.get("inodes") or 0)
                 elif result.error:
                     answer["error"] = result.error

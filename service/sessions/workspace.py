@@ -60,17 +60,29 @@ def load_snapshot(normalized: bytes) -> dict[str, Node]:
     return out
 
 
+GIT_DIR = ".git"  # the session's repository (sandboxes/inside/session_git.py): its state, never its content
+
+
+def in_git(rel: str) -> bool:
+    return rel == GIT_DIR or rel.startswith(GIT_DIR + "/")
+
+
 @dataclass
 class Workspace:
     snapshot: dict[str, Node]
     delta: dict[str, dict] = field(default_factory=dict)
+    # The session's other state, opaque here and never part of its diff: {"git": the .git changes, "site": its
+    # pip installs} in the delta's wire form (sandboxes/inside/session_exec.py).
+    state: dict[str, dict] = field(default_factory=dict)
 
     @classmethod
     def of(cls, snapshot: dict[str, Node]) -> Workspace:
-        return cls(snapshot)
+        # A .git the snapshot carries is not the session's: its own repository takes its place.
+        return cls({rel: n for rel, n in snapshot.items() if not in_git(rel)})
 
     def fork(self) -> Workspace:
-        return Workspace(self.snapshot, dict(self.delta))  # delta values are never mutated, only replaced
+        # delta values are never mutated, only replaced
+        return Workspace(self.snapshot, dict(self.delta), {k: dict(v) for k, v in self.state.items()})
 
     def node(self, rel: str) -> Node | None:
         change = self.delta.get(rel)
@@ -104,6 +116,7 @@ class Workspace:
 
     def read(self, rel: str) -> Node:
         rel = _clean(rel)
+        _not_git(rel)
         self._check_parents(rel)
         node = self.node(rel)
         if node is None:
@@ -116,6 +129,7 @@ class Workspace:
 
     def write(self, rel: str, data: bytes) -> None:
         rel = _clean(rel)
+        _not_git(rel)
         self._check_parents(rel)
         old = self.node(rel)
         if old is not None and old.kind != "f":
@@ -144,6 +158,8 @@ class Workspace:
         new: dict[str, bytes | None] = {}
         skipped: list[str] = []
         for rel in sorted(self.delta):
+            if in_git(rel):  # never there (the sandbox leaves .git out); never graded if it were
+                continue
             before, after = self.snapshot.get(rel), self.node(rel)
             b = before.data if before is not None and before.kind == "f" else None
             a = after.data if after is not None and after.kind == "f" else None
@@ -161,8 +177,15 @@ class Workspace:
         return repo_diff.unified_diff(old, new), skipped
 
     def size(self) -> int:
-        """Bytes the delta holds (what a session adds to the host's memory)."""
-        return sum(len(c.get("b64") or "") * 3 // 4 + len(p) for p, c in self.delta.items())
+        """Bytes the delta and the other state hold (what a session adds to the host's memory)."""
+        return sum(len(c.get("b64") or "") * 3 // 4 + len(p)
+                   for d in (self.delta, *self.state.values()) for p, c in d.items())
+
+
+def _not_git(rel: str) -> None:
+    if in_git(rel):
+        raise PathError(f"path: {rel} is the session's git repository, not part of its workspace (use git in a "
+                        "command)")
 
 
 def _clean(rel: str) -> str:
