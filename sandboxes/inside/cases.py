@@ -52,6 +52,33 @@ def cases_job(runner, job: dict, limits: dict, proc_class, reply) -> dict:
 def _run_cases(runner, proc_class, reply, uid: int, cwd: str, program: dict, files: dict | None, env: dict | None,
                stdins: list, limits: dict, shared: set[str]) -> dict:
     deadline = time.monotonic() + float(limits["total_s"])
+    started = None
+    if _compiled_once(program) and len(stdins) > 1:
+        started = runner.start_case_zygote(program, limits, min(deadline, time.monotonic() + float(limits["wall_s"])))
+    if started is None:
+        res = _each_case(runner, proc_class, reply, runner.zygote, uid, cwd, program, files, env, stdins, limits,
+                         shared, deadline)
+        res["timings"] = {"compiled_once": 0}
+        return res
+    case_zygote, job_id, ready = started
+    try:
+        res = _each_case(runner, proc_class, reply, case_zygote, uid, cwd, program, files, env, stdins, limits,
+                         shared, deadline)
+    finally:
+        runner.end_case_zygote(case_zygote, job_id)
+    res["cpu_ms"] += float(ready.get("cpu_ms", 0.0))  # the compile, done once for all the cases: the program's
+    res["timings"] = {"compiled_once": 1 if ready.get("preloaded") else 0, "compile_cpu_ms": ready.get("cpu_ms")}
+    return res
+
+
+def _compiled_once(program: dict) -> bool:
+    """A Python program run as __main__ (not an executable, nor our own in-sandbox programs): its cases fork from
+    a case zygote that compiled it once (runner._case_zygote)."""
+    return isinstance(program.get("code"), str) and not program.keys() & {"argv", "host", "lint"}
+
+
+def _each_case(runner, proc_class, reply, zygote, uid: int, cwd: str, program: dict, files: dict | None,
+               env: dict | None, stdins: list, limits: dict, shared: set[str], deadline: float) -> dict:
     reply_left = REPLY_BUDGET
     worst_case = 2 * int(limits["output_bytes"]) * JSON_WORST + 4096  # one case's record, encoded, at most
     records: list[dict] = []
@@ -67,7 +94,7 @@ def _run_cases(runner, proc_class, reply, uid: int, cwd: str, program: dict, fil
             continue
         if records and reply_left < worst_case:  # its output might not fit this reply: the rest in another job
             break
-        proc = proc_class(runner, runner.zygote, uid, cwd, limits)
+        proc = proc_class(runner, zygote, uid, cwd, limits)
         runner.used_uids.add(uid)
         files_before = usage.files_written_kb()
         try:
