@@ -3,6 +3,9 @@
 The host sends the program once with the stdin of every case (never the expected outputs: the host compares); the
 runner forks one process per case from the zygote, as a run job does, under that case's limits, and answers once
 with every case's record. So a case costs a fork and its own run, not a host round trip and a job's set-up.
+A Python program's cases fork from a case zygote that compiled the program once (runner._case_zygote; its
+compile CPU joins the job's cpu_ms; reply timings = {"compiled_once", "compile_cpu_ms"}), so a case skips the
+compile. The stdins arrive as raw bytes (wire.read_blob), each written to its case's memfd as it came.
 
 Each case's stdin is a sealed memfd (fd 0), not a pipe: the program reads it directly, and no case can change
 it. Between two cases of the item the runner kills every process of the job uid and wipes the files it owns, as it

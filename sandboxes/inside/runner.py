@@ -17,6 +17,8 @@ Processes (all inside the sandbox):
     cannot start;
   * judge zygote: the judge process of judge jobs, under its own uid; it runs the tests and calls the candidate
     through a plain-data channel. The candidate (another uid) can neither signal, ptrace nor open its pipes.
+  * case zygote: forked by the zygote for one cases job of a Python program (cases.py), with that job's program
+    only; it compiles it once (runs none of it) and forks every case of the job (_case_zygote), then exits.
 - linter servers (node_lint.py): pylint (lint_server.py) and, on first use, eslint, each under its own uid with
   the job rlimits and seccomp (no job can read, signal or feed them). pylint lints each program in a fork of its
   warm process, so nothing a program does to the linter's state reaches the next; eslint builds a fresh Linter per
