@@ -20,6 +20,12 @@ from sandboxes.builds import JobRunner
 
 JOB_INPUT_BYTES = 8 << 20  # x6, JSON's worst escape of a byte (\u0001), stays under the runner's 64 MiB frame
 PATH = "cases_job"  # details.io.path: which path ran the io tests (details.timings holds numbers, in ms)
+COMPILED_ONCE_PATH = "cases_job+compiled_once"  # a Python program compiled once, its cases forked from there
+
+
+def path_of(jobs: Sequence[Result]) -> str:
+    """details.io.path of an item's cases jobs: compiled once when every job of it said so."""
+    return COMPILED_ONCE_PATH if jobs and all(j.timings.get("compiled_once") for j in jobs) else PATH
 
 
 def chunks(stdins: Sequence[str], limit: int = JOB_INPUT_BYTES) -> list[list[str]]:

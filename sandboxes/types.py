@@ -40,10 +40,11 @@ REPLY_KEYS (tests/test_protocol_units.py checks that the two sides list the same
   usage             dict?  accounted jobs (account=True): {"cpu_ms", "peak_memory_kb", "complete"} of everything
                            the job's processes spent, orphans and written files included (inside/measure.py).
   cases             list   cases jobs: one record per io case, with the keys above from status to error
-                           (inside/cases.py); the job's own cpu_ms is their sum, peak_memory_kb their largest.
+                           (inside/cases.py); the job's own cpu_ms is their sum (plus a compile done once for all
+                           of them), peak_memory_kb their largest.
   trace             str?   a fault of ours: the runner's stack trace. Not part of the Result: the pool logs it.
-  timings           dict   judge jobs: milestones of the job in ms (candidate spawned, loaded, judge done);
-                           carried for diagnostics, not decoded.
+  timings           dict   judge jobs: milestones of the job in ms (candidate spawned, loaded, judge done); cases
+                           jobs: {"compiled_once": 0 | 1, "compile_cpu_ms"} (which path ran, inside/cases.py).
   files_kb          int    judge jobs: peak KiB the job wrote to its tmpfs (read inside by measure.py); not decoded.
   processes         list   judge jobs: how each candidate process ended; carried for diagnostics, not decoded.
 
@@ -301,8 +302,9 @@ DECODED: dict[str, Callable[[Any], Any]] = {
     "files": lambda v: dict(v or {}),
     "usage": _usage,
     "cases": lambda v: list(v or []),
+    "timings": lambda v: dict(v or {}),
 }
-NOT_DECODED = ("trace", "timings", "files_kb", "processes")  # read by the pool's log, or carried for diagnostics
+NOT_DECODED = ("trace", "files_kb", "processes")  # read by the pool's log, or carried for diagnostics
 REPLY_KEYS = frozenset(DECODED) | frozenset(NOT_DECODED)
 
 
@@ -327,6 +329,7 @@ class Result:
     files: dict[str, str] = field(default_factory=dict)
     usage: dict[str, Any] | None = None
     cases: list[dict[str, Any]] = field(default_factory=list)
+    timings: dict[str, Any] = field(default_factory=dict)
     sandbox_id: str | None = None  # set by the pool, not by the runner
 
     @property

@@ -67,7 +67,7 @@ async def test_all_cases_of_an_item_travel_as_one_job(pool):
     outcome = await run_tests(recording, "print(input())", io(*[(str(i), str(i)) for i in range(30)]), LIMITS)
     assert outcome.status == "passed"
     assert [job.op for job in recording.jobs] == ["cases"]
-    assert outcome.details["io"] == {"path": "cases_job", "jobs": 1}
+    assert outcome.details["io"] == {"path": "cases_job+compiled_once", "jobs": 1}
 
 
 PLANT = """import os, sys, time
@@ -223,4 +223,4 @@ async def test_cases_whose_output_would_overflow_one_reply_go_on_in_another_job(
     outcome = await run_tests(recording, code, io(*[(str(i), blob + str(i)) for i in range(14)]), LIMITS)
     assert [v.passed for v in outcome.verdicts] == [True] * 14, [v.status for v in outcome.verdicts]
     assert [job.op for job in recording.jobs] == ["cases", "cases"]
-    assert outcome.details["io"] == {"path": "cases_job", "jobs": 2}
+    assert outcome.details["io"] == {"path": "cases_job+compiled_once", "jobs": 2}

@@ -3,8 +3,16 @@ reply becomes one Result per case. Pure: no sandbox."""
 
 from __future__ import annotations
 
-from graders.io_cases import case_results, chunks
+import importlib.util
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from graders.io_cases import COMPILED_ONCE_PATH, PATH, case_results, chunks, path_of
 from sandboxes import Result, Status
+from sandboxes.connection import HEADER, raw_stdins
 
 
 def test_the_stdins_of_an_item_fit_one_job_when_small() -> None:
@@ -35,3 +43,69 @@ def test_each_case_record_becomes_its_own_result() -> None:
 def test_a_job_that_ran_no_case_gives_its_own_result_to_every_case() -> None:
     fault = Result.infra("sandbox x failed during the job")
     assert case_results(fault, 3) == [fault] * 3
+
+
+def test_the_io_path_is_compiled_once_only_when_every_job_of_the_item_said_so() -> None:
+    once = Result.from_wire({"status": "ok", "timings": {"compiled_once": 1, "compile_cpu_ms": 0.2}})
+    each = Result.from_wire({"status": "ok", "timings": {"compiled_once": 0}})
+    assert path_of([once, once]) == COMPILED_ONCE_PATH
+    assert path_of([once, each]) == PATH
+    assert path_of([Result.infra("gone")]) == PATH
+    assert path_of([]) == PATH
+
+
+def inside(name: str):
+    """A module of sandboxes/inside as the sandbox loads it (runner.py puts its own directory on sys.path)."""
+    folder = Path(__file__).resolve().parent.parent / "sandboxes" / "inside"
+    loaded = []
+    for module in ("runner", name):
+        spec = importlib.util.spec_from_file_location(f"rewardbox_inside_{module}", folder / f"{module}.py")
+        assert spec is not None and spec.loader is not None
+        loaded.append(importlib.util.module_from_spec(spec))
+        spec.loader.exec_module(loaded[-1])
+    return loaded[-1]
+
+
+def test_only_a_python_program_run_as_main_is_compiled_once() -> None:
+    compiled_once = inside("cases")._compiled_once
+    assert compiled_once({"code": "print(1)", "filename": "solution.py"})
+    assert not compiled_once({"argv": ["./main"]})
+    assert not compiled_once({"code": "x", "host": True})  # our own in-sandbox programs keep their path
+    assert not compiled_once({"code": "x", "lint": True})
+    assert not compiled_once({"code": None})
+
+
+def sent_and_read(message: dict) -> object:
+    """message through the host's framing (raw_stdins) and the runner's reading (wire.recv, wire.read_blob)."""
+    wire = inside("wire")
+    message, blob = raw_stdins(message)
+    data = json.dumps(message).encode()
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(HEADER.pack(len(data)) + data + blob)
+        return wire.read_blob(b, wire.recv(b))
+
+
+def test_a_cases_jobs_stdins_travel_as_raw_bytes_and_arrive_whole_and_in_order() -> None:
+    stdins = ["1 2\n", "", "héllo\n" * 1000, "\x00\x01"]
+    message, blob = raw_stdins({"op": "cases", "job": {"program": {"code": "x"}, "stdins": stdins}})
+    assert "stdins" not in json.dumps(message) and blob == "".join(stdins).encode()
+    got = sent_and_read({"op": "cases", "job": {"program": {"code": "x"}, "stdins": stdins}})
+    assert [bytes(s) for s in got["job"]["stdins"]] == [s.encode() for s in stdins]  # type: ignore[index]
+
+
+def test_other_messages_and_stdins_that_are_not_text_go_as_json() -> None:
+    for message in ({"op": "run", "job": {"stdin": "x"}}, {"op": "health"},
+                    {"op": "cases", "job": {"stdins": ["\ud800"]}}, {"op": "cases", "job": {"stdins": ["", ""]}}):
+        assert raw_stdins(message) == (message, b"")
+        assert sent_and_read(message) == message
+
+
+def test_a_blob_whose_parts_do_not_add_up_is_refused() -> None:
+    wire = inside("wire")
+    data = json.dumps({"op": "cases", "blob": 4, "job": {"stdin_sizes": [1, 2]}}).encode()
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(HEADER.pack(len(data)) + data + b"abcd")
+        with pytest.raises(ValueError):
+            wire.read_blob(b, wire.recv(b))

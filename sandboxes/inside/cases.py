@@ -3,6 +3,9 @@
 The host sends the program once with the stdin of every case (never the expected outputs: the host compares); the
 runner forks one process per case from the zygote, as a run job does, under that case's limits, and answers once
 with every case's record. So a case costs a fork and its own run, not a host round trip and a job's set-up.
+A Python program's cases fork from a case zygote that compiled the program once (runner._case_zygote; its
+compile CPU joins the job's cpu_ms; reply timings = {"compiled_once", "compile_cpu_ms"}), so a case skips the
+compile. The stdins arrive as raw bytes (wire.read_blob), each written to its case's memfd as it came.
 
 Each case's stdin is a sealed memfd (fd 0), not a pipe: the program reads it directly, and no case can change
 it. Between two cases of the item the runner kills every process of the job uid and wipes the files it owns, as it
@@ -52,6 +55,33 @@ def cases_job(runner, job: dict, limits: dict, proc_class, reply) -> dict:
 def _run_cases(runner, proc_class, reply, uid: int, cwd: str, program: dict, files: dict | None, env: dict | None,
                stdins: list, limits: dict, shared: set[str]) -> dict:
     deadline = time.monotonic() + float(limits["total_s"])
+    started = None
+    if _compiled_once(program) and len(stdins) > 1:
+        started = runner.start_case_zygote(program, limits, min(deadline, time.monotonic() + float(limits["wall_s"])))
+    if started is None:
+        res = _each_case(runner, proc_class, reply, runner.zygote, uid, cwd, program, files, env, stdins, limits,
+                         shared, deadline)
+        res["timings"] = {"compiled_once": 0}
+        return res
+    case_zygote, job_id, ready = started
+    try:
+        res = _each_case(runner, proc_class, reply, case_zygote, uid, cwd, program, files, env, stdins, limits,
+                         shared, deadline)
+    finally:
+        runner.end_case_zygote(case_zygote, job_id)
+    res["cpu_ms"] += float(ready.get("cpu_ms", 0.0))  # the compile, done once for all the cases: the program's
+    res["timings"] = {"compiled_once": 1 if ready.get("preloaded") else 0, "compile_cpu_ms": ready.get("cpu_ms")}
+    return res
+
+
+def _compiled_once(program: dict) -> bool:
+    """A Python program run as __main__ (not an executable, nor our own in-sandbox programs): its cases fork from
+    a case zygote that compiled it once (runner._case_zygote)."""
+    return isinstance(program.get("code"), str) and not program.keys() & {"argv", "host", "lint"}
+
+
+def _each_case(runner, proc_class, reply, zygote, uid: int, cwd: str, program: dict, files: dict | None,
+               env: dict | None, stdins: list, limits: dict, shared: set[str], deadline: float) -> dict:
     reply_left = REPLY_BUDGET
     worst_case = 2 * int(limits["output_bytes"]) * JSON_WORST + 4096  # one case's record, encoded, at most
     records: list[dict] = []
@@ -67,11 +97,11 @@ def _run_cases(runner, proc_class, reply, uid: int, cwd: str, program: dict, fil
             continue
         if records and reply_left < worst_case:  # its output might not fit this reply: the rest in another job
             break
-        proc = proc_class(runner, runner.zygote, uid, cwd, limits)
+        proc = proc_class(runner, zygote, uid, cwd, limits)
         runner.used_uids.add(uid)
         files_before = usage.files_written_kb()
         try:
-            data = str(stdin).encode()
+            data = stdin if isinstance(stdin, memoryview) else str(stdin).encode()  # raw from the host, or JSON's
         except UnicodeError:  # Proc refuses it as it refuses a run job's (the host's validation stops it first)
             proc.start(program, str(stdin), files, env)
         else:
@@ -89,7 +119,7 @@ def _run_cases(runner, proc_class, reply, uid: int, cwd: str, program: dict, fil
                  wall_ms=sum(r.get("wall_ms", 0.0) for r in records), files_kb=files_kb)
 
 
-def _input_file(data: bytes) -> int:
+def _input_file(data: bytes | memoryview) -> int:
     """The case's stdin as a sealed anonymous file at offset 0: the program reads it at its own pace, with no pipe
     for the runner to feed (a 1 MB input took ~16 rounds of poll and write), and cannot change it."""
     fd = os.memfd_create("rewardbox-stdin", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)

@@ -17,6 +17,8 @@ Processes (all inside the sandbox):
     cannot start;
   * judge zygote: the judge process of judge jobs, under its own uid; it runs the tests and calls the candidate
     through a plain-data channel. The candidate (another uid) can neither signal, ptrace nor open its pipes.
+  * case zygote: forked by the zygote for one cases job of a Python program (cases.py), with that job's program
+    only; it compiles it once (runs none of it) and forks every case of the job (_case_zygote), then exits.
 - linter servers (node_lint.py): pylint (lint_server.py) and, on first use, eslint, each under its own uid with
   the job rlimits and seccomp (no job can read, signal or feed them). pylint lints each program in a fork of its
   warm process, so nothing a program does to the linter's state reaches the next; eslint builds a fresh Linter per
@@ -210,6 +212,17 @@ def _which(name: str, env: dict) -> str:
     raise FileNotFoundError(name)
 
 
+# The program of a cases job, compiled once by its case zygote (below) for all its cases: (source, path, code).
+_PRELOADED: tuple[str, str, object] | None = None
+PRELOAD_MAX_SOURCE = 1 << 20  # larger sources compile in each case, as before (the case's limits bound that)
+
+
+def _compile_main(code: str, path: str) -> object:
+    """The one place a program's source is compiled, so that a case zygote's code object is what the case would
+    have compiled itself (compile() inherits this module's future flags)."""
+    return compile(code, path, "exec")
+
+
 def _run_python_main(code: str, filename: str) -> None:
     """Execute source as __main__ without starting an interpreter, with Python's own exit semantics."""
     import atexit
@@ -232,7 +245,10 @@ def _run_python_main(code: str, filename: str) -> None:
     sys.modules["__main__"] = main
     code_status = 0
     try:
-        exec(compile(code, main.__file__, "exec"), main.__dict__)
+        pre = _PRELOADED  # compiled by the case zygote from this very source and path: the same code object
+        compiled = pre[2] if pre is not None and pre[1] == main.__file__ and pre[0] == code \
+            else _compile_main(code, main.__file__)
+        exec(compiled, main.__dict__)  # type: ignore[arg-type]
     except SystemExit as e:
         code_status = _exit_code(e)
     except BaseException as e:  # noqa: BLE001 - as the interpreter prints it: from the program's first frame on
@@ -310,6 +326,11 @@ def zygote_main(ctl: socket.socket) -> None:
     _default_signals()
     os.environ.clear()
     gc.freeze()  # keep the collector off the inherited heap, so forked children copy fewer pages
+    _serve_spawns(ctl)
+
+
+def _serve_spawns(ctl: socket.socket) -> None:
+    """A zygote's loop: one forked process per request (the zygote's, and a case zygote's)."""
     while True:
         try:
             req, fds = wire.recv_with_fds(ctl)
@@ -326,6 +347,8 @@ def zygote_main(ctl: socket.socket) -> None:
         if pid == 0:
             os.close(err_r)
             ctl.close()
+            if req.get("role") == "case_zygote":
+                _case_zygote(req, fds, err_w)
             _zygote_child(req, fds, err_w)
         os.close(err_w)
         for fd in fds:
@@ -374,6 +397,53 @@ def _zygote_child(req: dict, fds: list[int], err_w: int) -> None:
         except OSError:  # set-up was done: a failure of our in-sandbox program (lint, candidate host)
             os.write(2, f"internal error: {type(e).__name__}: {e}\n".encode(errors="replace")[-2000:])
     os._exit(SPAWN_FAILED)
+
+
+def _case_zygote(req: dict, fds: list[int], err_w: int) -> None:
+    """A zygote for the cases of one Python program (cases.py; fds: its channel, the payload memfd): compile the
+    program once, then fork every case from here, each set up as a job process of its own (_zygote_child), so a
+    case skips the compile. Root, like the zygote, and it never runs the program: compile() runs none of its code
+    (its imports happen in each case), so every case starts from the same pristine code object and no case can
+    reach this process (another uid) nor leave anything in it. Tells the runner {"id": 0, "preloaded", "cpu_ms"}
+    (its compile CPU, the program's cost) once compiled. A source that does not compile is left to each case,
+    which fails on it exactly as before. Never returns."""
+    global _PRELOADED
+    import gc
+
+    try:
+        ctl = socket.socket(fileno=fds[0])
+        payload = read_payload(fds[1])
+        os.close(fds[1])
+    except BaseException as e:  # noqa: BLE001
+        os.write(err_w, _setup_failure(e).encode(errors="replace"))
+        os._exit(SPAWN_FAILED)
+    os.close(err_w)  # set up: the zygote answers the runner with this pid
+    program, ready = payload.get("program") or {}, {"id": 0, "preloaded": False, "cpu_ms": 0.0}
+    code = program.get("code")
+    if isinstance(code, str) and len(code) <= PRELOAD_MAX_SOURCE and not program.keys() & {"argv", "host", "lint"}:
+        path = os.path.join(req["cwd"], str(program.get("filename", "main.py")))
+        mem = int(req["limits"]["memory_mb"]) << 20
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        try:  # within the job's memory: a source whose compile needs more fails in each case, as before
+            resource.setrlimit(resource.RLIMIT_AS, (mem, hard))
+            _PRELOADED = (code, path, _compile_main(code, path))
+        except BaseException:  # noqa: BLE001, S110 - SyntaxError, MemoryError...: each case compiles it itself
+            pass
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        ready = {"id": 0, "preloaded": _PRELOADED is not None,
+                 "cpu_ms": (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000.0}
+    del payload, program, code
+    gc.collect()
+    gc.freeze()  # the code object too: the cases' collectors leave it alone, fewer pages copied
+    try:
+        wire.send(ctl, ready)
+    except OSError:
+        os._exit(0)
+    _serve_spawns(ctl)
+    os._exit(0)
 
 
 def _own_standard_streams(fds: list[int], uid: int) -> None:
@@ -651,6 +721,35 @@ class Runner:
         finally:
             for fd in fds:
                 os.close(fd)
+
+    def start_case_zygote(self, program: dict, limits: dict, deadline: float) -> tuple[Zygote, int, dict] | None:
+        """A case zygote (_case_zygote) forked by the zygote for one cases job's Python program: (its channel, the
+        zygote's job id for it, its ready message), or None when it answered no ready message by the deadline
+        (killed; the cases then fork from the zygote, as before). end_case_zygote ends it."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        os.set_inheritable(ours.fileno(), False)
+        req = {"role": "case_zygote", "uid": self.cand_uid, "cwd": self.dirs[self.cand_uid], "limits": limits}
+        job_id, first = self.spawn(self.zygote, req, [theirs.detach(), write_payload({"program": program})])
+        if "spawn_error" in first:
+            ours.close()
+            return None
+        case_zygote = Zygote("case zygote", ours, int(first["pid"]))
+        r, _, _ = select.select([ours], [], [], max(0.0, deadline - time.monotonic()))
+        ready = case_zygote.reply(0) if r else None
+        if ready is None:
+            self.end_case_zygote(case_zygote, job_id, kill=True)
+            return None
+        return case_zygote, job_id, ready
+
+    def end_case_zygote(self, case_zygote: Zygote, job_id: int, kill: bool = False) -> None:
+        """Close its channel (it exits) and collect the zygote's report on it, so that the channel stays in step."""
+        if kill:
+            try:
+                os.kill(case_zygote.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        case_zygote.sock.close()
+        self.wait_exit(self.zygote, job_id, 10.0)
 
     def wait_exit(self, zygote: Zygote, job_id: int, timeout: float) -> dict:
         """The zygote's exit report for job_id (its process was killed or is about to end)."""
@@ -1431,7 +1530,7 @@ def serve(sock_path: str, uid_base: int, oom_control: str | None) -> None:
         if broken:  # while idle: say nothing (the host is not listening), hang up; the host replaces the sandbox
             os._exit(4)
         try:
-            msg = wire.recv(conn)
+            msg = wire.read_blob(conn, wire.recv(conn))
         except (wire.ChannelClosed, OSError, ValueError):
             os._exit(0)
         runner.used_uids.clear()

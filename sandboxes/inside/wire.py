@@ -49,6 +49,26 @@ def recv(sock: socket.socket, max_frame: int = MAX_FRAME) -> object:
     return json.loads(_recv_exact(sock, length))
 
 
+def read_blob(sock: socket.socket, msg: object) -> object:
+    """A request whose frame announced raw bytes after it ({"blob": n}, a cases job's "stdin_sizes"; the host's
+    sandboxes/connection.py raw_stdins): read them and put the stdins back into the job, as bytes."""
+    if not isinstance(msg, dict) or not msg.get("blob"):
+        return msg
+    size, job = int(msg["blob"]), msg.get("job")
+    if not 0 < size <= MAX_FRAME or not isinstance(job, dict):
+        raise ValueError("a blob that no job announced, or over the frame cap")
+    blob = memoryview(_recv_exact(sock, size))
+    sizes = [int(n) for n in job.pop("stdin_sizes", ())]
+    if sum(sizes) != size or any(n < 0 for n in sizes):
+        raise ValueError("the blob's parts do not add up to it")
+    stdins, at = [], 0
+    for n in sizes:
+        stdins.append(blob[at:at + n])
+        at += n
+    job["stdins"] = stdins
+    return msg
+
+
 def recv_with_fds(sock: socket.socket, maxfds: int = 8) -> tuple[object, list[int]]:
     first, fds, _flags, _addr = socket.recv_fds(sock, 1, maxfds)
     if not first:
