@@ -1,10 +1,12 @@
 """Every ```bash and ```python block in docs/*.md, run as a user would copy it against a real server started with
-defaults (the session `server` fixture: `rewardbox serve`, Docker backend). A python block followed directly by a
-```text block must print exactly that text. Blocks not meant to run are fenced ```text or ```json
-(docs/contributing.md)."""
+defaults (the session `server` fixture: `rewardbox serve`, Docker backend), in a shell where the test's own
+environment comes first on PATH (as for a user with the venv activated: `python`, `rewardbox`). A bash or python
+block followed directly by a ```text block must print exactly that text. Blocks not meant to run are fenced
+```text or ```json (docs/contributing.md)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -35,7 +37,8 @@ def with_server(code: str, server: str) -> str:
 def test_the_docs_example_runs_as_written(server: str, tmp_path: Path, language: str, code: str, shown: str | None):
     code = with_server(code, server)
     command = ["bash", "-euo", "pipefail", "-c", code] if language == "bash" else [sys.executable, "-c", code]
-    out = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    out = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip(), "the example printed nothing"
     if shown is not None:
