@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,9 @@ def with_server(code: str, server: str) -> str:
 @pytest.mark.parametrize(("language", "code", "shown"), examples())
 def test_the_docs_example_runs_as_written(server: str, tmp_path: Path, language: str, code: str, shown: str | None):
     code = with_server(code, server)
+    for tool in ("curl", "jq"):  # what the shell examples use besides the venv; a missing one fails, never skips
+        if language == "bash" and re.search(rf"\b{tool}\b", code) and shutil.which(tool) is None:
+            pytest.fail(f"this example needs {tool}: install it (Debian: apt-get install {tool})")
     command = ["bash", "-euo", "pipefail", "-c", code] if language == "bash" else [sys.executable, "-c", code]
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     out = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
