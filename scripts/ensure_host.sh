@@ -5,7 +5,8 @@
 # Env: REWARDBOX_BACKEND=bubblewrap  Docker is not required.
 #      REWARDBOX_NEED_REDIS=1        redis-server, iproute2 and docker-compose are required too (the test
 #                                    suite sets this: distributed-mode tests).
-#      REWARDBOX_NEED_BROWSER=1      chromium is required too (the test suite sets this).
+#      REWARDBOX_NEED_BROWSER=1      chromium, curl and jq are required too (the test suite sets this:
+#                                    the dashboard's browser test, the docs' shell examples).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -61,6 +62,9 @@ if [ "${REWARDBOX_NEED_REDIS:-0}" = 1 ] && ! have docker-compose && ! docker com
 fi
 # The dashboard's test drives a real headless browser (Debian's chromium).
 if [ "${REWARDBOX_NEED_BROWSER:-0}" = 1 ] && ! have chromium; then missing+=(chromium); fi
+# The docs' shell examples, run by the suite as a user copies them, call curl and jq.
+if [ "${REWARDBOX_NEED_BROWSER:-0}" = 1 ] && ! have curl; then missing+=(curl); fi
+if [ "${REWARDBOX_NEED_BROWSER:-0}" = 1 ] && ! have jq; then missing+=(jq); fi
 
 if [ ${#missing[@]} -gt 0 ]; then
     if is_root && is_debian_like; then

@@ -1,11 +1,14 @@
 """Every ```bash and ```python block in docs/*.md, run as a user would copy it against a real server started with
-defaults (the session `server` fixture: `rewardbox serve`, Docker backend). A python block followed directly by a
-```text block must print exactly that text. Blocks not meant to run are fenced ```text or ```json
-(docs/contributing.md)."""
+defaults (the session `server` fixture: `rewardbox serve`, Docker backend), in a shell where the test's own
+environment comes first on PATH (as for a user with the venv activated: `python`, `rewardbox`). A bash or python
+block followed directly by a ```text block must print exactly that text. Blocks not meant to run are fenced
+```text or ```json (docs/contributing.md)."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,8 +37,12 @@ def with_server(code: str, server: str) -> str:
 @pytest.mark.parametrize(("language", "code", "shown"), examples())
 def test_the_docs_example_runs_as_written(server: str, tmp_path: Path, language: str, code: str, shown: str | None):
     code = with_server(code, server)
+    for tool in ("curl", "jq"):  # what the shell examples use besides the venv; a missing one fails, never skips
+        if language == "bash" and re.search(rf"\b{tool}\b", code) and shutil.which(tool) is None:
+            pytest.fail(f"this example needs {tool}: install it (Debian: apt-get install {tool})")
     command = ["bash", "-euo", "pipefail", "-c", code] if language == "bash" else [sys.executable, "-c", code]
-    out = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    out = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip(), "the example printed nothing"
     if shown is not None:
