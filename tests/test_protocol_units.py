@@ -34,14 +34,14 @@ from service.rollouts.summary import FailedRollout, Filters, RewardBin, SlowRoll
 from .distributed import RedisServer, new_prefix
 from .summaries import rounded
 
-RUNNER = Path(__file__).resolve().parent.parent / "sandboxes" / "inside" / "runner.py"
+PROTOCOL = Path(__file__).resolve().parent.parent / "sandboxes" / "inside" / "protocol.py"
 LIMITS = Limits(wall_s=2, total_s=5, cpu_s=2, memory_mb=128)
 WIRE_LIMITS = dataclasses.asdict(LIMITS)
 
 
-def in_sandbox_runner():
-    """sandboxes/inside/runner.py as the sandbox loads it (stdlib only, its own directory on sys.path)."""
-    spec = importlib.util.spec_from_file_location("rewardbox_inside_runner", RUNNER)
+def in_sandbox_protocol():
+    """sandboxes/inside/protocol.py (the runner's reply record) as the sandbox loads it (stdlib only)."""
+    spec = importlib.util.spec_from_file_location("rewardbox_inside_protocol", PROTOCOL)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -130,7 +130,7 @@ def test_a_changed_job_keeps_its_type() -> None:
 
 
 def test_the_runner_and_the_host_list_the_same_reply_keys() -> None:
-    assert in_sandbox_runner().REPLY_KEYS == REPLY_KEYS
+    assert in_sandbox_protocol().REPLY_KEYS == REPLY_KEYS
     assert not set(DECODED) & set(NOT_DECODED)
 
 
@@ -155,13 +155,13 @@ class Reading(dict):
 
 
 def test_from_wire_reads_exactly_the_decoded_keys() -> None:
-    raw = Reading(in_sandbox_runner().reply("ok", stdout="hi\n", trace="tb", timings={"x": 1.0}))
+    raw = Reading(in_sandbox_protocol().reply("ok", stdout="hi\n", trace="tb", timings={"x": 1.0}))
     Result.from_wire(raw)
     assert raw.asked == set(DECODED)
 
 
 def test_a_reply_built_by_the_runner_decodes_to_its_result() -> None:
-    reply = in_sandbox_runner().reply(
+    reply = in_sandbox_protocol().reply(
         "timeout", exit_code=None, signal=9, wall_ms=12.5, cpu_ms=3, peak_memory_kb=2048, stdout="o", stderr="e",
         stdout_truncated=True, stderr_truncated=False, error="why", events=[{"event": "load"}],
         runs=[{"program": "p"}], spec_error="bad", files={"f": "eA=="},
@@ -175,7 +175,7 @@ def test_a_reply_built_by_the_runner_decodes_to_its_result() -> None:
 
 def test_the_runner_refuses_to_send_a_key_the_host_does_not_know() -> None:
     with pytest.raises(ValueError, match="undocumented reply keys"):
-        in_sandbox_runner().reply("ok", verdict="passed")
+        in_sandbox_protocol().reply("ok", verdict="passed")
 
 
 def test_an_unknown_or_missing_status_is_a_sandbox_error() -> None:

@@ -39,7 +39,7 @@ JSON_WORST = 6  # per byte of output (a code point of 4 bytes: 12 characters, 3 
 
 
 def cases_job(runner, job: dict, limits: dict, proc_class, reply) -> dict:
-    """runner: the Runner; proc_class, reply: runner.py's Proc and reply (runner.py runs as __main__)."""
+    """runner: the Runner; proc_class, reply: job_process.Proc and protocol.reply, handed in by the runner."""
     uid, cwd = runner.cand_uid, runner.dirs[runner.cand_uid]
     program, files, env = job["program"], job.get("files"), job.get("env")
     stdins = list(job.get("stdins") or [])

@@ -1,0 +1,247 @@
+"""What a job process does to itself between the fork and the program (stdlib only; runner.py's head has the whole).
+
+In order: the OOM score to the maximum, default signals, the job's descriptors in place, the job uid (no way back),
+rlimits, nice, the seccomp filter and a Landlock domain limited to the job's writable places; then the program,
+exec'd or, for Python, run as __main__ in the forked interpreter. Nothing here trusts the program: it runs last."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import stat
+import sys
+import traceback
+
+import landlock
+import seccomp
+
+SCRATCH = "/scratch"
+
+
+# The job's writable places, each a tmpfs of the sandbox, wiped after every job. /mnt: SandboxFusion users' programs
+# write there (`open("/mnt/b", "w")`) and fetch it back (fetch_files), as they could on SandboxFusion's host.
+SHARED_ROOTS = ("/tmp", "/mnt")
+
+
+WRITABLE_ROOTS = (*SHARED_ROOTS, SCRATCH)
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))  # this folder: its modules are ours, never a program's
+DEFAULT_LIMITS = {
+    "wall_s": 10.0,  # wall-clock limit of one process (or one test case in judge jobs)
+    "total_s": 30.0,  # wall-clock cap of the whole job
+    "cpu_s": 10.0,  # RLIMIT_CPU per process
+    "memory_mb": 512,  # RLIMIT_AS per process
+    "output_bytes": 1 << 20,  # cap on each of stdout / stderr
+    "file_size_mb": 16,  # RLIMIT_FSIZE
+    "nofile": 64,  # RLIMIT_NOFILE
+    "nproc": 64,  # RLIMIT_NPROC (per uid)
+}
+
+
+# Job processes (and the judge and linters, which handle the program) run at nice 10: in a container, where the
+# scheduler shares the CPU by weight, the runner and its zygotes (nice 0) then still get the CPU promptly when a job
+# keeps up to nproc processes busy, so a deadline is enforced on time. A job cannot lower it again (no
+# CAP_SYS_NICE). CPU time, which efficiency is scored on, does not depend on it.
+JOB_NICE = 10
+
+
+JOB_OOM_ADJ = 1000  # job processes; the runner, zygotes, judge and linter keep the sandbox's own (lowest) score
+
+
+def enter_job(uid: int, limits: dict, cwd: str, oom_adj: int | None = None) -> None:
+    """In a freshly forked child: become an unprivileged job process. Irreversible.
+
+    oom_adj: job processes pass JOB_OOM_ADJ, the kernel's first choice when the sandbox runs out of memory (raised
+    while still root; the Landlock domain keeps them from lowering it again). The judge and the linter keep the
+    machinery's score. Signal dispositions are inherited from the zygote, which reset them once at start-up."""
+    os.setsid()
+    if oom_adj is not None:
+        _set_oom_adj(oom_adj)
+    os.setpriority(os.PRIO_PROCESS, 0, JOB_NICE)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    os.chdir(cwd)
+    mem = int(limits["memory_mb"]) << 20
+    cpu = max(1, int(float(limits["cpu_s"]) + 0.999))
+    fsize = int(limits["file_size_mb"]) << 20
+    for res, value in (
+        (resource.RLIMIT_AS, (mem, mem)),
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_FSIZE, (fsize, fsize)),
+        (resource.RLIMIT_NOFILE, (int(limits["nofile"]),) * 2),
+        (resource.RLIMIT_NPROC, (int(limits["nproc"]),) * 2),
+        (resource.RLIMIT_CORE, (0, 0)),
+        (resource.RLIMIT_MEMLOCK, (0, 0)),
+        (resource.RLIMIT_MSGQUEUE, (0, 0)),
+    ):
+        resource.setrlimit(res, value)
+    os.umask(0o077)
+
+    seccomp.install()  # also sets no_new_privs, which Landlock needs
+    landlock.restrict(WRITABLE_ROOTS)
+
+
+def _set_oom_adj(value: int) -> None:
+    # os-level calls: in every job process, Python's text I/O stack would cost ~0.4 ms of the job's CPU time
+    fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, str(value).encode())
+    finally:
+        os.close(fd)
+
+
+def _default_signals() -> None:
+    for sig in (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def place_fds(fds: list[int]) -> None:
+    """Make fds[i] the descriptor i and close every other descriptor."""
+    tmp = [os.dup(fd) for fd in fds]  # dup first so that placing one cannot clobber another
+    for i, fd in enumerate(tmp):
+        os.dup2(fd, i, inheritable=True)
+    os.closerange(len(fds), 65536)
+
+
+def job_env(extra: dict | None, cwd: str) -> dict:  # noqa: D103
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": cwd, "TMPDIR": cwd, "LANG": "C.UTF-8",
+           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
+    env.update(extra or {})
+    return env
+
+
+def run_program(program: dict, env: dict) -> None:
+    """Run the job's program in this (already unprivileged) process. Never returns."""
+    if "argv" in program:
+        argv = [str(a) for a in program["argv"]]
+        try:
+            os.execve(argv[0] if "/" in argv[0] else _which(argv[0], env), argv, env)  # ./main: the cwd's
+        except (OSError, ValueError, UnicodeError) as e:
+            reason = getattr(e, "strerror", None) or type(e).__name__
+            raise SpawnError(f"could not execute {argv[0][:200]!r}: {reason}") from None
+    os.environ.update(env)  # the zygote cleared its environment once
+    if program.get("host"):
+        import candidate_host
+
+        candidate_host.serve(program["code"], program.get("module", "solution"))
+        os._exit(0)
+    if program.get("lint"):
+        import lint
+
+        lint.main(program["code"], program.get("roots"))
+        os._exit(0)
+    _run_python_main(program["code"], program.get("filename", "main.py"))
+
+
+def _which(name: str, env: dict) -> str:
+    for d in env["PATH"].split(":"):
+        path = os.path.join(d, name)
+        if os.access(path, os.X_OK):
+            return path
+    raise FileNotFoundError(name)
+
+
+# The program of a cases job, compiled once by its case zygote (below) for all its cases: (source, path, code).
+preloaded: tuple[str, str, object] | None = None
+
+
+PRELOAD_MAX_SOURCE = 1 << 20  # larger sources compile in each case, as before (the case's limits bound that)
+
+
+def _compile_main(code: str, path: str) -> object:
+    """The one place a program's source is compiled, so that a case zygote's code object is what the case would
+    have compiled itself (compile() inherits this module's future flags)."""
+    return compile(code, path, "exec")
+
+
+def _run_python_main(code: str, filename: str) -> None:
+    """Execute source as __main__ without starting an interpreter, with Python's own exit semantics."""
+    import atexit
+    import builtins
+    import threading
+
+    # As the interpreter does at start-up: a write to a closed pipe raises BrokenPipeError rather than killing
+    # the program (SIGXFSZ stays default: a file over RLIMIT_FSIZE ends the job as output_limit).
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    sys.path[:] = [os.getcwd()] + [p for p in sys.path if p != HERE]
+    for name in [m for m, mod in list(sys.modules.items())
+                 if m == "__main__" or os.path.dirname(getattr(mod, "__file__", None) or "") == HERE]:
+        del sys.modules[name]
+    sys.argv = [filename]
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - rebinding the standard streams of this process
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
+    main = type(sys)("__main__")
+    main.__file__ = os.path.join(os.getcwd(), filename)
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main
+    code_status = 0
+    try:
+        pre = preloaded  # compiled by the case zygote from this very source and path: the same code object
+        compiled = pre[2] if pre is not None and pre[1] == main.__file__ and pre[0] == code \
+            else _compile_main(code, main.__file__)
+        exec(compiled, main.__dict__)  # type: ignore[arg-type]
+    except SystemExit as e:
+        code_status = _exit_code(e)
+    except BaseException as e:  # noqa: BLE001 - as the interpreter prints it: from the program's first frame on
+        traceback.print_exception(type(e), e, e.__traceback__.tb_next if e.__traceback__ else None)
+        code_status = 1
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads, as the interpreter does
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except SystemExit as e:
+        code_status = _exit_code(e)
+    except BaseException:
+        code_status = code_status or 1
+    os._exit(code_status)
+
+
+def _exit_code(e: SystemExit) -> int:
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code & 0xFF
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+class SpawnError(Exception):
+    """Setting up one job failed in its own process; the job ends, the sandbox goes on. str() is safe to show."""
+
+
+def _own_standard_streams(fds: list[int], uid: int) -> None:
+    """Give the job the pipes of its stdin, stdout and stderr (root made them, mode 0600), so that a program may
+    reopen them as /dev/stdout or /proc/self/fd/1 like anywhere else. Pipes only: never a device node."""
+    for fd in fds:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.fchown(fd, uid, uid)
+
+
+def _setup_failure(e: BaseException) -> str:
+    detail = f": {e.strerror}" if isinstance(e, OSError) and e.strerror else ""
+    return f"job set-up failed: {type(e).__name__}{detail}"
+
+
+def write_job_files(cwd: str, files: dict) -> None:
+    """The job's files, written as the job's uid; a name or content that cannot be written ends the job."""
+    for rel, content in files.items():
+        try:
+            path = os.path.join(cwd, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if isinstance(content, dict):  # {"b64": ..., "exec": bool}: binary content, executable or not
+                import base64
+
+                data = base64.b64decode(content["b64"])
+            else:
+                data = str(content).encode()
+            mode = 0o700 if isinstance(content, dict) and content.get("exec") else 0o600
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode), "wb") as f:
+                f.write(data)
+        except (OSError, ValueError, TypeError, KeyError, UnicodeError) as e:
+            reason = getattr(e, "strerror", None) or type(e).__name__
+            raise SpawnError(f"could not write the job's file {rel[:200]!r}: {reason}") from None
