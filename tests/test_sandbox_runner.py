@@ -188,6 +188,17 @@ print(json.dumps(out))
     assert out["written"] == "written"
 
 
+async def test_a_program_imports_its_own_modules_never_the_runners(pool: SandboxPool) -> None:
+    """The job process is a fork of the runner's interpreter, which has the runner's own modules loaded: a program
+    that ships modules with the same names (wire, protocol, cleanup, zygotes, ...) must import its own."""
+    names = ["wire", "protocol", "cleanup", "zygotes", "job_lockdown", "job_process", "landlock", "usage", "cases"]
+    files = {f"{name}.py": f"MINE = {name!r}\n" for name in names}
+    code = f"import importlib\nprint(*[importlib.import_module(n).MINE for n in {names!r}])"
+    result = await pool.run(run_job(code, files=files))
+    assert result.status == Status.OK, result
+    assert result.stdout.split() == names
+
+
 async def test_job_env_is_added_to_the_environment(pool: SandboxPool) -> None:
     code = "import os\nprint(os.environ['GREETING'], os.environ['HOME'], os.environ['PATH'])"
     result = await pool.run(run_job(code, env={"GREETING": "hello"}))
