@@ -1,6 +1,6 @@
 """Repository archives from the client side: the .tar.gz that `POST /repos` takes, made deterministically.
 
-    repo_id = client.upload_repo(repo_archive({"pkg/mod.py": b"...", "tests/test_mod.py": b"..."}))
+    repo_id = Client(url).upload_repo(repo_archive({"pkg/mod.py": b"...", "tests/test_mod.py": b"..."}))
 
 The same bytes for the same files, so an upload of an unchanged repository gets the same id (the sha256 of the
 archive) and the server keeps one copy. The server checks and normalizes every upload on its side

@@ -37,6 +37,7 @@ from .batching import IN_FLIGHT, BatchLimits, item_work, parts
 RETRY_STATUSES = {429, 502, 503, 504}
 MAX_RETRY_AFTER_S = 60.0
 MAX_BACKOFF_S = 30.0
+GZIP = {"Content-Type": "application/gzip"}  # POST /repos takes the archive as it is
 
 
 class RewardboxError(RuntimeError):
@@ -150,6 +151,13 @@ class _Policy:
             raise BadResponse(f"{where}: a JSON object expected, got {str(body)[:200]}")
         return body
 
+    @classmethod
+    def repo_id(cls, body: Any) -> str:
+        repo_id = cls.mapping(body, "/repos").get("id")
+        if not isinstance(repo_id, str):
+            raise BadResponse(f"/repos: no repository id in {str(body)[:200]}")
+        return repo_id
+
     @staticmethod
     def export_line(line: str) -> dict[str, Any]:
         try:
@@ -219,6 +227,12 @@ class Client(_Policy):
 
     def run_code(self, **request: Any) -> dict[str, Any]:
         return self.mapping(self._request("POST", "/run_code", json=request), "/run_code")
+
+    def upload_repo(self, archive: bytes) -> str:
+        """POST /repos: store a repository snapshot (a .tar.gz, e.g. rewardbox.archive.repo_archive) and return its
+        id, the sha256 of the archive (the same archive twice: the same id, one copy kept)."""
+        body = self._request("POST", "/repos", (200, 201), content=archive, headers=GZIP)
+        return self.repo_id(body)
 
     def info(self) -> dict[str, Any]:
         return self.mapping(self._request("GET", "/v1/info"), "/v1/info")
@@ -317,6 +331,10 @@ class AsyncClient(_Policy):
 
     async def run_code(self, **request: Any) -> dict[str, Any]:
         return self.mapping(await self._request("POST", "/run_code", json=request), "/run_code")
+
+    async def upload_repo(self, archive: bytes) -> str:
+        """POST /repos (see Client.upload_repo): the snapshot's id."""
+        return self.repo_id(await self._request("POST", "/repos", (200, 201), content=archive, headers=GZIP))
 
     async def info(self) -> dict[str, Any]:
         return self.mapping(await self._request("GET", "/v1/info"), "/v1/info")
