@@ -153,10 +153,15 @@ def cmd_replay(args: argparse.Namespace) -> None:
 
 def cmd_export(args: argparse.Namespace) -> None:
     count = 0
-    with _client(args) as client:
-        for record in client.export(failed=str(args.failed).lower()):
-            sys.stdout.write(json.dumps(record) + "\n")
-            count += 1
+    try:
+        with _client(args) as client:
+            for record in client.export(failed=str(args.failed).lower()):
+                sys.stdout.write(json.dumps(record) + "\n")
+                count += 1
+            sys.stdout.flush()
+    except BrokenPipeError:  # `rewardbox export | head`: the reader has what it wanted; stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's last flush goes nowhere
+        return
     print(f"exported {count} rollouts", file=sys.stderr)
 
 

@@ -143,3 +143,19 @@ def test_pass_at_k_leaves_infra_errors_out_and_counts_them_apart():
     assert summary["infra_errors"] == 3 and summary["reward_mean"] == pytest.approx(1 / 3)
     everything_down = summarise(samples[:2], results[1:3], ks=(1,))
     assert "pass@1" not in everything_down and everything_down["infra_errors"] == 2
+
+
+def test_export_into_a_pipe_closed_early_ends_quietly(server):
+    """`rewardbox export | head -1`: the reader stops after one line; the command ends without a traceback."""
+    import httpx
+
+    for n in range(3):  # rollouts to export (a few lines, more than the reader takes)
+        scored = httpx.post(f"{server}/reward", json={"code": f"def f():\n    return {n}\n", "tests": {
+            "kind": "assert", "test_code": "assert f() == 0\n"}}, timeout=120)
+        assert scored.status_code == 200, scored.text
+    env = {**os.environ, "REWARDBOX_URL": server}
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", f"{sys.executable} -m service.cli export | head -1"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.count("\n") == 1, (proc.stdout, proc.stderr)
+    assert "rollout_id" in json.loads(proc.stdout)["result"]
