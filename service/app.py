@@ -132,7 +132,8 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
         language is 400 with the supported list."""
         detail = request_errors(exc.errors())
         if any(d["type"] == "unsupported_language" for d in detail):
-            return JSONResponse({"detail": [{**d, "supported": list(SUPPORTED_LANGUAGES)} for d in detail]}, 400)
+            return JSONResponse({"detail": [{**d, "supported": list(SUPPORTED_LANGUAGES)}
+                                            if d["type"] == "unsupported_language" else d for d in detail]}, 400)
         return JSONResponse({"detail": detail}, status_code=422)
 
     @app.post("/reward", response_model=ItemResult, response_model_exclude_none=False,

@@ -80,8 +80,8 @@ class InvalidRequest(Exception):
 
     def body(self) -> dict[str, Any]:
         detail = [p.error(self.prefix) for p in self.problems]
-        if self.status_code == 400:
-            for d in detail:
+        for d in detail:  # the list goes with the language error alone, not with the request's other mistakes
+            if d["type"] == UNSUPPORTED_LANGUAGE:
                 d["supported"] = list(SUPPORTED_LANGUAGES)
         return {"detail": detail}
 

@@ -88,6 +88,13 @@ def test_reward_with_an_unknown_language_is_400_naming_the_field_and_listing_the
     assert r.json()["detail"][0]["supported"] == list(SUPPORTED_LANGUAGES)
 
 
+def test_the_supported_list_goes_with_the_language_error_alone(api):
+    r = api.post("/reward", json={"code": "x", "language": "cobol", "tests": {"kind": "io", "cases": []}})
+    assert r.status_code == 400 and len(r.json()["detail"]) > 1, r.text
+    with_list = [d["loc"] for d in r.json()["detail"] if "supported" in d]
+    assert with_list == [["body", "language"]], r.text
+
+
 def test_reward_with_a_bad_field_is_422_naming_it(api):
     assert first_error(api.post("/reward", json={"code": ADD, "limits": {"timeout_s": 31}})) == (
         422, ["body", "limits", "timeout_s"], "less_than_equal")
