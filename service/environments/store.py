@@ -225,6 +225,7 @@ class EnvironmentStore:
                 except Exception as e:  # noqa: BLE001 - the trusted side broke: still a failed state, logged
                     log.write(f"[env] FAILED (internal): {type(e).__name__}: {e}\n")
                     rec.state, rec.error = "failed", f"internal error: {type(e).__name__}: {e}"
+                shutil.rmtree(self._old_path(env_id), ignore_errors=True)  # the previous root, gone before "ready"
                 rec.built_s = round(time.monotonic() - t0, 2)
                 self._write(rec)
                 if rec.state == "ready":
@@ -232,7 +233,6 @@ class EnvironmentStore:
                 elif with_docker and rebuild:  # a failed rebuild leaves no image of a previous build under the tag
                     subprocess.run(["docker", "image", "rm", eb.docker_image(env_id)], capture_output=True,
                                    check=False)
-                shutil.rmtree(self._old_path(env_id), ignore_errors=True)  # the previous build's root
         finally:
             with self._lock:
                 self._building.discard(env_id)
