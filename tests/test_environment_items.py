@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import io
+import json
+import os
 import tarfile
 import time
 
@@ -123,3 +125,41 @@ def test_a_session_in_the_environment_pip_installs_its_wheel_offline_and_has_git
     assert "+    return 2" in edited["stdout"], edited
     patch = api.get(f"/sessions/{sid}/diff").json()["patch"]
     assert "+    return 2" in patch and "rewardbox-site" not in patch
+
+
+# Issue 28: an environment built on another base image than the server's (here: its record rewritten to say so, as a
+# cache of an older checkout leaves it) is reported stale, an item naming it starts its rebuild and is answered as for
+# a building environment, and once rebuilt the item runs on the current base (the tag the build wrote in the image).
+STALE_SPEC = {"setup": ["echo built for the stale test > /srv/stale-test"]}
+BASE_PROGRAM = "print(open('/opt/rewardbox-env/base').read().strip())"
+
+
+def _mark_built_on(env_id: str, base: str) -> None:
+    from pathlib import Path
+
+    from sandboxes.image import DEFAULT_CACHE
+
+    path = Path(os.environ.get("REWARDBOX_CACHE") or DEFAULT_CACHE) / "envs" / f"{env_id}.json"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "base": base}))
+
+
+def test_an_item_naming_a_stale_environment_starts_its_rebuild_and_then_runs_on_the_current_base(api):
+    from sandboxes.image import image_tag
+
+    posted = api.post("/environments", json=STALE_SPEC)
+    assert posted.status_code in (200, 202), posted.text
+    env_id = posted.json()["id"]
+    assert _wait_ready(api, env_id)["state"] == "ready"
+    _mark_built_on(env_id, "0123456789ab")
+    got = api.get(f"/environments/{env_id}").json()
+    assert (got["state"], got["base"], got["stale"]) == ("ready", "0123456789ab", True), got
+    item = {"code": BASE_PROGRAM, "tests": {"kind": "io", "cases": [{"stdin": "", "stdout": image_tag() + "\n"}]},
+            "profile": "binary", "environment": {"id": env_id}}
+    refused = api.post("/reward", json=item)
+    assert 400 <= refused.status_code < 500 and "environment" in refused.text, refused.text
+    assert "building" in refused.text and "0123456789ab" in refused.text, refused.text
+    record = _wait_ready(api, env_id)
+    assert (record["state"], record["base"], record["stale"]) == ("ready", image_tag(), False), record
+    r = api.post("/reward", json=item)
+    assert r.status_code == 200 and r.json()["status"] == "passed", r.text

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from sandboxes.image import image_tag
 from service.environments.models import EnvironmentSpec
 from service.environments.store import EnvironmentNotFound, EnvironmentNotReady, EnvironmentRecord, EnvironmentStore
 
@@ -80,9 +81,11 @@ def test_unknown_fields_rejected():
         EnvironmentSpec.model_validate({"pip": ["numpy"]})
 
 
-def _record(root: Path, state: str) -> str:
+def _record(root: Path, state: str, base: str | None = None) -> str:
+    """A record as a store left it; base: the tag it was built on (default: the current one)."""
     spec = EnvironmentSpec(setup=[f"true {state}"])
-    rec = EnvironmentRecord(id=spec.environment_id(), state=state, spec=spec, created=time.time())  # type: ignore[arg-type]
+    rec = EnvironmentRecord(id=spec.environment_id(), state=state, spec=spec, created=time.time(),  # type: ignore[arg-type]
+                            base=image_tag() if base is None else base)
     (root / f"{rec.id}.json").write_text(rec.model_dump_json())
     return rec.id
 

@@ -14,7 +14,7 @@ from sandboxes import Limits, RunJob, SandboxPool
 from sandboxes.backends.bwrap_backend import BubblewrapBackend
 from sandboxes.backends.docker_backend import DockerBackend
 from sandboxes.targets import SandboxTarget
-from service.environments.build import WHEELS_DIR, BuildLimits, docker_image
+from service.environments.build import BASE_FILE, WHEELS_DIR, BuildLimits, docker_image
 from service.environments.models import EnvironmentSpec
 from service.environments.routes import install
 from service.environments.store import EnvironmentNotFound, EnvironmentNotReady, EnvironmentStore
@@ -164,3 +164,71 @@ def test_setup_commands_have_no_network(tmp_path):
     assert rec.state == "failed" and "setup[0]" in (rec.error or ""), store.log_tail(rec.id)
     assert "OSError" in store.log_tail(rec.id) or "gaierror" in store.log_tail(rec.id)
     store.close()
+
+
+# Issue 28: an environment built on another base image. Its record says so and its image and root hold that other
+# base's tag (as a build from an older checkout leaves them); POST rebuilds it on the current base, the previous
+# root is gone once the rebuild is ready, and sandboxes of both backends run on the current base.
+STALE_SPEC = {"setup": ["echo stale-test > /srv/stale-test"]}
+OLD_BASE = "0123456789ab"
+
+
+def _age(store: EnvironmentStore, env_id: str) -> None:
+    """Make a ready environment look built on OLD_BASE: record, root filesystem and Docker image."""
+    import subprocess
+
+    path = store.root / f"{env_id}.json"
+    path.write_text(path.read_text().replace(f'"base":"{store.base}"', f'"base":"{OLD_BASE}"'))
+    (store.rootfs(env_id) / BASE_FILE.lstrip("/")).write_text(OLD_BASE + "\n")
+    if store.get(env_id).docker_image:
+        dockerfile = f"FROM {docker_image(env_id)}\nRUN echo {OLD_BASE} > {BASE_FILE}\n"
+        subprocess.run(["docker", "build", "-q", "--network", "none", "-t", docker_image(env_id), "-"],
+                       input=dockerfile, text=True, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def rebuilt(store: EnvironmentStore) -> str:
+    env_id = store.wait(store.submit(EnvironmentSpec(**STALE_SPEC)).id, BUILD_S).id
+    assert store.get(env_id).state == "ready", store.log_tail(env_id)
+    _age(store, env_id)
+    rec = store.get(env_id)
+    assert (rec.state, rec.base, rec.stale) == ("ready", OLD_BASE, True)
+    with pytest.raises(EnvironmentNotReady, match="building"):  # never used as it is
+        store.target(env_id)
+    rec = store.wait(env_id, BUILD_S)
+    assert (rec.state, rec.base, rec.stale) == ("ready", store.base, False), store.log_tail(env_id)
+    return env_id
+
+
+async def test_post_of_a_stale_environment_answers_building_and_rebuilds_it(store):
+    env_id = store.wait(store.submit(EnvironmentSpec(**STALE_SPEC)).id, BUILD_S).id
+    _age(store, env_id)
+    async with _client(store) as http:
+        got = (await http.get(f"/environments/{env_id}")).json()
+        assert (got["base"], got["stale"]) == (OLD_BASE, True)
+        posted = await http.post("/environments", json=STALE_SPEC)
+        assert (posted.status_code, posted.json()) == (202, {"id": env_id, "state": "building"})
+        store.wait(env_id, BUILD_S)
+        got = (await http.get(f"/environments/{env_id}")).json()
+        assert (got["state"], got["base"], got["stale"]) == ("ready", store.base, False)
+
+
+def test_the_previous_build_s_root_and_image_are_removed_when_the_rebuild_is_ready(store, rebuilt):
+    import subprocess
+
+    assert not (store.root / f".old-{rebuilt}").exists()
+    assert (store.rootfs(rebuilt) / BASE_FILE.lstrip("/")).read_text().strip() == store.base
+    if store.get(rebuilt).docker_image:
+        images = subprocess.run(["docker", "images", "-q", "--filter", f"label=rewardbox.environment={rebuilt}"],
+                                capture_output=True, text=True, check=True).stdout.split()
+        labels = subprocess.run(["docker", "image", "inspect", "-f", '{{index .Config.Labels "rewardbox.base"}}',
+                                 docker_image(rebuilt)], capture_output=True, text=True, check=True).stdout
+        assert len(images) == 1 and labels.strip() == store.base, (images, labels)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_rebuilt_environment_runs_on_the_current_base(store, rebuilt, backend):
+    result = await _run(backend, store.target(rebuilt), {"argv": ["/bin/cat", BASE_FILE]})
+    assert result.stdout.strip() == store.base, result
+    result = await _run(backend, store.target(rebuilt), {"argv": ["/usr/bin/git", "--version"]})
+    assert result.stdout.startswith("git version"), result

@@ -42,6 +42,7 @@ from service.environments.models import EnvironmentSpec
 PYVER = "3.11"
 SITE = f"usr/local/lib/python{PYVER}/dist-packages"
 WHEELS_DIR = "/opt/rewardbox-env/wheels"  # in the environment: the wheels its pip requirements came from
+BASE_FILE = "/opt/rewardbox-env/base"  # in the environment: the tag of the base image it was built on
 NODE_DIR = "usr/lib/x86_64-linux-gnu/nodejs"  # first folder of Debian node's global module path (before /usr/share)
 ENV_REPO = "rewardbox-env"
 # Wheels the image's interpreter can load: CPython 3.11 on glibc x86_64 (bookworm has glibc 2.36). pip does not
@@ -197,7 +198,8 @@ def _docker(run: _Run, env_id: str, upper: Path, gone: list[str], work: Path) ->
         for entry in sorted(upper.iterdir()):
             tar.add(entry, arcname=entry.name)
     # The label finds an environment's images (and leftovers of rebuilds) without a registry.
-    lines = [f"FROM {image.image_name()}", f"LABEL rewardbox.environment={env_id}", "ADD layer.tar /"]
+    lines = [f"FROM {image.image_name()}", f"LABEL rewardbox.environment={env_id}",
+             f"LABEL rewardbox.base={image.image_tag()}", "ADD layer.tar /"]
     if gone:  # a RUN without network only when the build deleted base files
         lines.append("RUN rm -rf -- " + " ".join(f"'{p}'" for p in gone))
     (ctx / "Dockerfile").write_text("\n".join(lines) + "\n")
@@ -234,6 +236,9 @@ def build(env_id: str, spec: EnvironmentSpec, dest: Path, log: IO[str], limits: 
                 _npm(run, merged, work, spec.npm)
             if spec.setup:
                 _setup(run, merged, spec.setup)
+            base_file = merged / BASE_FILE.lstrip("/")  # what a job can read to tell which base it runs on
+            base_file.parent.mkdir(parents=True, exist_ok=True)
+            base_file.write_text(image.image_tag() + "\n")
             run(["bash", str(image.BUILD_SCRIPT), "--finalize", str(merged)],
                 "finalize (setuid strip, bytecode, trimming)", limited=True)
         finally:

@@ -23,10 +23,11 @@ def _store(request: Request) -> EnvironmentStore:
 
 
 @router.post("/environments", status_code=202,
-             responses={200: {"description": "already built or failed (the same spec is never built twice)"},
+             responses={200: {"description": "already built or failed (the same spec is built once per base image)"},
                         202: {"description": "build started"}, 422: {"description": "a field of the spec"}})
 async def post_environment(spec: EnvironmentSpec, request: Request) -> JSONResponse:
-    """Build the environment of `spec` (content-addressed: its id is the sha256 of the canonical spec)."""
+    """Build the environment of `spec` (content-addressed: its id is the sha256 of the canonical spec); one built
+    on another base image than the current one (`stale`) is rebuilt."""
     rec = _store(request).submit(spec)
     return JSONResponse({"id": rec.id, "state": rec.state}, status_code=202 if rec.state == "building" else 200)
 
@@ -34,8 +35,8 @@ async def post_environment(spec: EnvironmentSpec, request: Request) -> JSONRespo
 @router.get("/environments")
 async def list_environments(request: Request) -> dict[str, object]:
     store = _store(request)
-    return {"environments": [{"id": r.id, "state": r.state, "created": r.created, "size_bytes": r.size_bytes}
-                             for r in store.list()]}
+    return {"environments": [{"id": r.id, "state": r.state, "created": r.created, "size_bytes": r.size_bytes,
+                              "base": r.base, "stale": r.stale} for r in store.list()]}
 
 
 @router.get("/environments/{env_id}", responses={404: {"description": "no such environment"}})

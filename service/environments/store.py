@@ -7,6 +7,14 @@ On disk, under `sandboxes.image.cache_dir()/envs/`:
   <id>/        the bubblewrap root filesystem (renamed in only when complete)
   <id>.ready   written last, after the rootfs and the Docker image exist: its presence is what "ready" means
 Builds run on a background thread (one at a time: they are heavy), so POST answers at once.
+
+Stale environments (issue 28): the id is the hash of the spec only, but a build is also a function of the base image
+it was built FROM (`sandboxes.image.image_tag()`, a hash of the base's build inputs). The record keeps that tag
+(`base`); a ready or failed environment whose `base` is not the current tag (records without one: an unknown base) is
+`stale`. It is never a target: POST of its spec rebuilds it on the current base, and an item or session naming it
+starts that rebuild and is answered as for a building environment. While it rebuilds the previous root filesystem is
+kept aside (`.old-<id>`) and removed when the rebuild ends; the Docker tag moves to the new image at its end and the
+previous image, untagged, is pruned by label.
 """
 
 from __future__ import annotations
@@ -59,8 +67,15 @@ class EnvironmentRecord(BaseModel):
     built_s: float | None = None
     size_bytes: int | None = None  # what the environment adds to the base rootfs
     error: str | None = None
-    base: str = ""  # base image tag it was built on
+    base: str = ""  # base image tag it was built on ("": a record older than this field, an unknown base)
     docker_image: str | None = None
+    stale: bool = False  # computed by EnvironmentStore.get, never stored: built on another base than the current
+
+
+def is_stale(rec: EnvironmentRecord, current_base: str) -> bool:
+    """Built (or failed) on another base image than `current_base`: used as is, it would run on the old base.
+    A building record is never stale: its build started on the base current then."""
+    return rec.state in ("ready", "failed") and rec.base != current_base
 
 
 class EnvironmentStore:
@@ -79,6 +94,9 @@ class EnvironmentStore:
         self._lock = threading.Lock()
         self._building: set[str] = set()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="env-build")
+        # The base this process builds on and hands out, fixed at start like the result cache's key versions
+        # (service/cache.py code_versions: its "image" is this tag) and the default pool's image.
+        self.base = image.image_tag()
         self._clean_stale()
 
     # --- paths -------------------------------------------------------------------------------------------
@@ -93,6 +111,9 @@ class EnvironmentStore:
 
     def log_path(self, env_id: str) -> Path:
         return self.root / f"{env_id}.log"
+
+    def _old_path(self, env_id: str) -> Path:
+        return self.root / f".old-{env_id}"
 
     def _lock_path(self, env_id: str) -> Path:
         return self.root / f".{env_id}.lock"
@@ -115,11 +136,14 @@ class EnvironmentStore:
                 continue
             subprocess.run(["umount", str(work / "merged")], capture_output=True, check=False)
             shutil.rmtree(work, ignore_errors=True)
+        for old in self.root.glob(".old-*"):  # previous root of a rebuild killed with its process
+            if not self._locked(old.name[5:]):
+                shutil.rmtree(old, ignore_errors=True)
 
     # --- records -----------------------------------------------------------------------------------------
     def _write(self, rec: EnvironmentRecord) -> None:
         tmp = self._record_path(rec.id).with_suffix(".json.tmp")
-        tmp.write_text(rec.model_dump_json())
+        tmp.write_text(rec.model_dump_json(exclude={"stale"}))
         tmp.replace(self._record_path(rec.id))
 
     def get(self, env_id: str) -> EnvironmentRecord:
@@ -135,6 +159,7 @@ class EnvironmentStore:
         elif rec.state == "ready" and not self._ready_path(env_id).is_file():
             rec.state = "building" if env_id in self._building else "failed"
             rec.error = None if env_id in self._building else "ready marker missing"
+        rec.stale = is_stale(rec, self.base)
         return rec
 
     def list(self) -> list[EnvironmentRecord]:
@@ -154,19 +179,21 @@ class EnvironmentStore:
 
     # --- building ----------------------------------------------------------------------------------------
     def submit(self, spec: EnvironmentSpec) -> EnvironmentRecord:
-        """The environment of `spec`: its record if known (ready, building or failed), else a build started."""
+        """The environment of `spec`: its record if known (ready, building or failed) and not stale, else a build
+        started (a stale one is rebuilt on the current base)."""
         env_id = spec.environment_id()
         if self.unwritable:
             raise EnvironmentsUnavailable(f"{self.unwritable}; set REWARDBOX_CACHE to a writable folder")
         with self._lock:
             try:
                 rec = self.get(env_id)
-                if rec.state != "failed" or rec.error != "build interrupted (server restarted); POST the spec again":
+                interrupted = rec.error == "build interrupted (server restarted); POST the spec again"
+                if not rec.stale and (rec.state != "failed" or not interrupted):
                     return rec
+                created = rec.created  # a rebuild keeps the time of the first POST
             except EnvironmentNotFound:
-                pass
-            rec = EnvironmentRecord(id=env_id, state="building", spec=spec, created=time.time(),
-                                    base=image.image_tag())
+                created = time.time()
+            rec = EnvironmentRecord(id=env_id, state="building", spec=spec, created=created, base=self.base)
             self._building.add(env_id)
             self._write(rec)
         self._pool.submit(self._build, rec)
@@ -176,12 +203,19 @@ class EnvironmentStore:
         env_id = rec.id
         t0 = time.monotonic()
         with_docker = eb.docker_ok() if self._with_docker is None else self._with_docker
+        rebuild = False
         try:
             with self._lock_path(env_id).open("a") as lock, self.log_path(env_id).open("w") as log:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # held until the ready marker is written (see _locked)
                 try:
                     self._ready_path(env_id).unlink(missing_ok=True)  # leftovers of an interrupted attempt
-                    shutil.rmtree(self.rootfs(env_id), ignore_errors=True)
+                    if image.image_tag() != rec.base:  # the source tree changed under a running server
+                        raise eb.BuildFailed(f"the base image is now {image.image_tag()}, not {rec.base} as when "
+                                             "this server started: restart it")
+                    rebuild = self.rootfs(env_id).is_dir()
+                    if rebuild:  # the previous root stays aside until the rebuild ends
+                        shutil.rmtree(self._old_path(env_id), ignore_errors=True)
+                        self.rootfs(env_id).rename(self._old_path(env_id))
                     rec.size_bytes = eb.build(env_id, rec.spec, self.rootfs(env_id), log, self.limits,
                                               with_docker=with_docker)
                     rec.state, rec.docker_image = "ready", eb.docker_image(env_id) if with_docker else None
@@ -191,10 +225,14 @@ class EnvironmentStore:
                 except Exception as e:  # noqa: BLE001 - the trusted side broke: still a failed state, logged
                     log.write(f"[env] FAILED (internal): {type(e).__name__}: {e}\n")
                     rec.state, rec.error = "failed", f"internal error: {type(e).__name__}: {e}"
+                shutil.rmtree(self._old_path(env_id), ignore_errors=True)  # the previous root, gone before "ready"
                 rec.built_s = round(time.monotonic() - t0, 2)
                 self._write(rec)
                 if rec.state == "ready":
                     self._ready_path(env_id).write_text(env_id + "\n")  # last: the environment is usable from now
+                elif with_docker and rebuild:  # a failed rebuild leaves no image of a previous build under the tag
+                    subprocess.run(["docker", "image", "rm", eb.docker_image(env_id)], capture_output=True,
+                                   check=False)
         finally:
             with self._lock:
                 self._building.discard(env_id)
@@ -210,8 +248,17 @@ class EnvironmentStore:
 
     # --- for pools ---------------------------------------------------------------------------------------
     def target(self, env_id: str) -> SandboxTarget:
-        """Where a sandbox of this environment starts from. Raises EnvironmentNotFound / EnvironmentNotReady."""
+        """Where a sandbox of this environment starts from. Raises EnvironmentNotFound / EnvironmentNotReady; a stale
+        environment is never one: its rebuild starts and the caller is told it is building."""
         rec = self.get(env_id)
+        if rec.stale:
+            was = f"built on base {rec.base}" if rec.base else "built on an unknown base"
+            if self.unwritable:
+                raise EnvironmentNotReady(env_id, "stale", f"{was}, not the current {self.base}, and this "
+                                          "server cannot rebuild it (its environments folder is not writable)")
+            rec = self.submit(rec.spec)
+            raise EnvironmentNotReady(env_id, rec.state, f"rebuilding on the current base image {rec.base} ({was}); "
+                                      "ask again once GET /environments/{id} says ready")
         if rec.state != "ready":
             raise EnvironmentNotReady(env_id, rec.state, rec.error or "")
         # Always the environment's own image and rootfs (never None, which would mean the default sandbox image).
