@@ -12,7 +12,10 @@ import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
+
+import orjson
 
 from service.models import ItemResult, RewardItem
 
@@ -43,17 +46,36 @@ class EncodedTests:
     """An item's tests as canonical JSON, encoded once (an io item's cases are megabytes): hashed into the cache key
     and kept by the rollout store under their own sha256, without encoding them again."""
 
-    json: str
+    data: bytes  # UTF-8
     sha256: str
+
+    @cached_property
+    def json(self) -> str:
+        return self.data.decode()
 
 
 def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def canonical_bytes(value: Any) -> bytes:
+    """value as canonical JSON, UTF-8: keys sorted, no whitespace. The same JSON value gives the same bytes whatever
+    its key order or the whitespace it arrived with, and different values never the same bytes (the text parses
+    back to its value). orjson does it ~30x faster than json.dumps (a 9 MB io item: 0.6 ms against 22 ms); what it
+    refuses (integers beyond 64 bits, nesting past 255) goes through json.dumps, which is as canonical: which
+    encoder a value takes depends on the value alone, and each one's text parses back to the value, so two texts
+    can be equal only for equal values. Non-finite floats never get here (validation refuses them: orjson would
+    write NaN as null)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # text as orjson writes it (UTF-8, not escaped); surrogates cannot be refused here
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+            "utf-8", "surrogatepass")
+
+
 def encode_tests(tests: Any) -> EncodedTests:
-    text = canonical(tests)
-    return EncodedTests(text, hashlib.sha256(text.encode()).hexdigest())
+    data = canonical_bytes(tests)
+    return EncodedTests(data, hashlib.sha256(data).hexdigest())
 
 
 def cache_key(item: RewardItem, versions: dict[str, str], dump: dict[str, Any] | None = None,
