@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -93,10 +94,78 @@ def cache_key(item: RewardItem, versions: dict[str, str], dump: dict[str, Any] |
                           ).hexdigest()
 
 
-def keyed(item: RewardItem, versions: dict[str, str], dump: dict[str, Any]) -> tuple[str, EncodedTests]:
-    """The cache key and the encoded tests of a dumped item, the tests encoded once for both."""
-    tests = encode_tests(dump.get("tests"))
+def keyed(item: RewardItem, versions: dict[str, str], dump: dict[str, Any],
+          encoder: RequestEncoder | None = None) -> tuple[str, EncodedTests]:
+    """The cache key and the encoded tests of a dumped item, the tests encoded once for both (encoder: the
+    request's, which encodes tests it has seen in the request already only once)."""
+    tests = (encoder or RequestEncoder()).encode(dump.get("tests"))
     return cache_key(item, versions, dump, tests), tests
+
+
+class RequestEncoder:
+    """encode_tests for the items of one request, remembering what it encoded: the samples of one problem that a
+    trainer sends together carry the same tests (megabytes for an io item), which are then encoded and hashed once.
+    Tests are the same when same_json says so (the same JSON value: what makes the same canonical text); comparing
+    two io items' cases is a memcmp of their strings, several times cheaper than encoding and hashing them."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[Any, ...], list[tuple[Any, EncodedTests]]] = {}  # by sketch: few compares
+
+    def encode(self, tests: Any) -> EncodedTests:
+        seen = self._seen.setdefault(sketch(tests), [])
+        for value, encoded in seen:
+            if same_json(value, tests):
+                return encoded
+        encoded = encode_tests(tests)
+        seen.append((tests, encoded))
+        return encoded
+
+
+def sketch(value: Any, leaves: int = 32) -> tuple[Any, ...]:
+    """A few tokens of value's first leaves (sizes, the ends of strings), to look up the tests seen already: the same
+    value sent again (its keys in the same order) has the same sketch, and a request with a thousand different
+    tests compares each with few others, not all."""
+    out: list[Any] = []
+    stack = [value]
+    while stack and len(out) < leaves:
+        v = stack.pop()
+        if isinstance(v, dict):
+            out.append(("{", len(v)))
+            stack.extend(reversed(v.values()))
+        elif isinstance(v, list):
+            out.append(("[", len(v)))
+            stack.extend(reversed(v))
+        elif isinstance(v, str):
+            out.append((len(v), v[:16], v[-16:]))
+        else:
+            out.append(repr(v))
+    return tuple(out)
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Whether two values parsed from JSON are the same JSON value, type for type: unlike ==, 1, 1.0 and true
+    differ, and so do 0.0 and -0.0 (their canonical texts differ). Iterative: nesting costs no stack."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, dict):
+            if len(x) != len(y) or x.keys() != y.keys():
+                return False
+            stack.extend((v, y[k]) for k, v in x.items())
+        elif isinstance(x, list):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif isinstance(x, float):
+            if x != y or math.copysign(1.0, x) != math.copysign(1.0, y):
+                return False
+        elif x != y:  # str, int, bool, None
+            return False
+    return True
 
 
 def cacheable_status(status: str) -> bool:

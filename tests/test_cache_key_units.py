@@ -1,16 +1,20 @@
 """The tests' canonical encoding behind the result-cache key (service/cache.py canonical_bytes, encode_tests): the same
 tests get the same key whatever key order or whitespace they arrived in, and different tests never the same key,
-for text in any script, floats and integers beyond 64 bits (which orjson refuses and json.dumps encodes)."""
+for text in any script, floats and integers beyond 64 bits (which orjson refuses and json.dumps encodes); and the
+samples of one request that share their tests have them encoded once (RequestEncoder), with the keys they get alone."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from typing import Any
 
 import pytest
 
-from service.cache import cache_key, canonical_bytes, encode_tests
+from service.cache import RequestEncoder, cache_key, canonical_bytes, encode_tests, same_json
+from service.config import Settings
+from service.executor import checked
 from service.models import RewardItem
 
 VERSIONS = {"rewardbox": "1.0", "runner": "abc", "python_hash_seed": "0", "image": "img1"}
@@ -89,3 +93,53 @@ def test_encoded_tests_carry_their_text_and_its_sha256():
     encoded = encode_tests(tests)
     assert encoded.sha256 == hashlib.sha256(encoded.data).hexdigest()
     assert json.loads(encoded.json) == tests and encoded.json.encode() == encoded.data
+
+
+@pytest.mark.parametrize("one, other", [
+    (1, 1.0), (1, True), (0, False), (None, False), (0.0, -0.0), ("1", 1), ([1], [1, 1]), ({"a": 1}, {"a": 1, "b": 1}),
+    ({"a": 1}, {"b": 1}), ("é", "e\u0301"), (2**64, 2**64 + 1), ([[1, [2.5]]], [[1, [2.25]]]),
+])
+def test_same_json_tells_apart_what_has_another_canonical_text(one, other):
+    assert not same_json(one, other) and not same_json(other, one)
+    assert canonical_bytes(one) != canonical_bytes(other)
+
+
+def test_same_json_holds_for_equal_values_in_another_key_order_and_deep_nesting():
+    a = {"a": [1, 2.5, "é", None, True], "b": {"c": -0.0}}
+    assert same_json(a, {"b": {"c": -0.0}, "a": [1, 2.5, "é", None, True]})
+    deep: list[Any] = []
+    other: list[Any] = []
+    for _ in range(50_000):
+        deep, other = [deep], [other]
+    assert same_json(deep, other)
+
+
+def io_tests(n: int, tag: str = "") -> dict[str, Any]:
+    return {"kind": "io", "compare": "lines",
+            "cases": [{"stdin": f"{i}{tag}\n" + "5 " * 1000, "stdout": f"{i}\n"} for i in range(n)]}
+
+
+def test_a_request_encodes_tests_it_has_seen_once_and_gets_what_encoding_them_gives():
+    encoder = RequestEncoder()
+    first = encoder.encode(io_tests(40))
+    again = encoder.encode(json.loads(json.dumps(io_tests(40))))  # equal, not the same objects
+    other = encoder.encode(io_tests(40, "x"))
+    assert again is first and first == encode_tests(io_tests(40))
+    assert other.sha256 != first.sha256 and other == encode_tests(io_tests(40, "x"))
+
+
+def test_tests_that_differ_only_in_a_type_are_not_taken_for_each_other_within_a_request():
+    encoder = RequestEncoder()
+    a = {"kind": "function", "entry_point": "f", "cases": [{"args": [1], "expected": 1}]}
+    b = {"kind": "function", "entry_point": "f", "cases": [{"args": [1], "expected": 1.0}]}
+    c = {"kind": "function", "entry_point": "f", "cases": [{"args": [True], "expected": 1}]}
+    assert len({encoder.encode(t).sha256 for t in (a, b, c, a)}) == 3
+
+
+def test_items_of_one_batch_get_the_keys_they_get_alone():
+    settings = Settings()
+    raws = [{"code": f"print({i % 3})", "tests": io_tests(5, str(i % 2))} for i in range(6)]
+    together = asyncio.run(checked(raws, settings, VERSIONS))
+    alone = [asyncio.run(checked([raw], settings, VERSIONS))[0] for raw in raws]
+    assert [c.key for c in together] == [c.key for c in alone]
+    assert len({c.key for c in together}) == 6 and len({c.tests.sha256 for c in together if c.tests}) == 2
