@@ -3,12 +3,13 @@ it, or json.loads's own error, so the routes answer exactly as they did with Fas
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 
 import pytest
 
-from service.json_body import parse
+from service.json_body import JSONRequest, parse
 
 from .test_http_units import ADD, ADD_TESTS, client_for, first_error
 
@@ -81,3 +82,30 @@ def test_an_io_batch_reaches_the_executor_with_its_text_whole():
                         headers={"content-type": "application/json"})
         assert [x["status"] for x in r.json()["results"]] == ["passed", "passed"]
         assert executor.scored[0].tests.cases[0].stdin == stdin  # type: ignore[union-attr]
+
+
+def test_the_body_a_route_reads_is_the_one_the_body_limit_received_not_a_copy():
+    body = b'{"code": "x"}' * 1000
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict:
+        return messages.pop(0)
+
+    async def read() -> bytes:
+        return await JSONRequest({"type": "http", "method": "POST", "headers": []}, receive).body()
+
+    assert asyncio.run(read()) is body
+
+
+def test_a_body_in_many_chunks_is_read_whole():
+    messages = [{"type": "http.request", "body": b"ab", "more_body": True},
+                {"type": "http.request", "body": b"", "more_body": True},
+                {"type": "http.request", "body": b"cd", "more_body": False}]
+
+    async def receive() -> dict:
+        return messages.pop(0)
+
+    async def read() -> bytes:
+        return await JSONRequest({"type": "http", "method": "POST", "headers": []}, receive).body()
+
+    assert asyncio.run(read()) == b"abcd"
