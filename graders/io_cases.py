@@ -33,7 +33,7 @@ def chunks(stdins: Sequence[str], limit: int = JOB_INPUT_BYTES) -> list[list[str
     out: list[list[str]] = []
     size = 0
     for stdin in stdins:
-        n = len(stdin.encode(errors="replace"))
+        n = len(stdin) if stdin.isascii() else len(stdin.encode(errors="replace"))  # isascii: a flag, no copy
         if not out or (size + n > limit and out[-1]):
             out.append([])
             size = 0

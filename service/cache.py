@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
+
+import orjson
 
 from service.models import ItemResult, RewardItem
 
@@ -43,17 +47,36 @@ class EncodedTests:
     """An item's tests as canonical JSON, encoded once (an io item's cases are megabytes): hashed into the cache key
     and kept by the rollout store under their own sha256, without encoding them again."""
 
-    json: str
+    data: bytes  # UTF-8
     sha256: str
+
+    @cached_property
+    def json(self) -> str:
+        return self.data.decode()
 
 
 def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def canonical_bytes(value: Any) -> bytes:
+    """value as canonical JSON, UTF-8: keys sorted, no whitespace. The same JSON value gives the same bytes whatever
+    its key order or the whitespace it arrived with, and different values never the same bytes (the text parses
+    back to its value). orjson does it ~30x faster than json.dumps (a 9 MB io item: 0.6 ms against 22 ms); what it
+    refuses (integers beyond 64 bits, nesting past 255) goes through json.dumps, which is as canonical: which
+    encoder a value takes depends on the value alone, and each one's text parses back to the value, so two texts
+    can be equal only for equal values. Non-finite floats never get here (validation refuses them: orjson would
+    write NaN as null)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # text as orjson writes it (UTF-8, not escaped); surrogates cannot be refused here
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+            "utf-8", "surrogatepass")
+
+
 def encode_tests(tests: Any) -> EncodedTests:
-    text = canonical(tests)
-    return EncodedTests(text, hashlib.sha256(text.encode()).hexdigest())
+    data = canonical_bytes(tests)
+    return EncodedTests(data, hashlib.sha256(data).hexdigest())
 
 
 def cache_key(item: RewardItem, versions: dict[str, str], dump: dict[str, Any] | None = None,
@@ -71,10 +94,78 @@ def cache_key(item: RewardItem, versions: dict[str, str], dump: dict[str, Any] |
                           ).hexdigest()
 
 
-def keyed(item: RewardItem, versions: dict[str, str], dump: dict[str, Any]) -> tuple[str, EncodedTests]:
-    """The cache key and the encoded tests of a dumped item, the tests encoded once for both."""
-    tests = encode_tests(dump.get("tests"))
+def keyed(item: RewardItem, versions: dict[str, str], dump: dict[str, Any],
+          encoder: RequestEncoder | None = None) -> tuple[str, EncodedTests]:
+    """The cache key and the encoded tests of a dumped item, the tests encoded once for both (encoder: the
+    request's, which encodes tests it has seen in the request already only once)."""
+    tests = (encoder or RequestEncoder()).encode(dump.get("tests"))
     return cache_key(item, versions, dump, tests), tests
+
+
+class RequestEncoder:
+    """encode_tests for the items of one request, remembering what it encoded: the samples of one problem that a
+    trainer sends together carry the same tests (megabytes for an io item), which are then encoded and hashed once.
+    Tests are the same when same_json says so (the same JSON value: what makes the same canonical text); comparing
+    two io items' cases is a memcmp of their strings, several times cheaper than encoding and hashing them."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[Any, ...], list[tuple[Any, EncodedTests]]] = {}  # by sketch: few compares
+
+    def encode(self, tests: Any) -> EncodedTests:
+        seen = self._seen.setdefault(sketch(tests), [])
+        for value, encoded in seen:
+            if same_json(value, tests):
+                return encoded
+        encoded = encode_tests(tests)
+        seen.append((tests, encoded))
+        return encoded
+
+
+def sketch(value: Any, leaves: int = 32) -> tuple[Any, ...]:
+    """A few tokens of value's first leaves (sizes, the ends of strings), to look up the tests seen already: the same
+    value sent again (its keys in the same order) has the same sketch, and a request with a thousand different
+    tests compares each with few others, not all."""
+    out: list[Any] = []
+    stack = [value]
+    while stack and len(out) < leaves:
+        v = stack.pop()
+        if isinstance(v, dict):
+            out.append(("{", len(v)))
+            stack.extend(reversed(v.values()))
+        elif isinstance(v, list):
+            out.append(("[", len(v)))
+            stack.extend(reversed(v))
+        elif isinstance(v, str):
+            out.append((len(v), v[:16], v[-16:]))
+        else:
+            out.append(repr(v))
+    return tuple(out)
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Whether two values parsed from JSON are the same JSON value, type for type: unlike ==, 1, 1.0 and true
+    differ, and so do 0.0 and -0.0 (their canonical texts differ). Iterative: nesting costs no stack."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, dict):
+            if len(x) != len(y) or x.keys() != y.keys():
+                return False
+            stack.extend((v, y[k]) for k, v in x.items())
+        elif isinstance(x, list):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif isinstance(x, float):
+            if x != y or math.copysign(1.0, x) != math.copysign(1.0, y):
+                return False
+        elif x != y:  # str, int, bool, None
+            return False
+    return True
 
 
 def cacheable_status(status: str) -> bool:

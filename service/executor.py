@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from sandboxes import Job, Result, SandboxPool
 from sandboxes.builds import Builder
 from service.admission import Admission, Ticket
-from service.cache import EncodedTests, LocalResultCache, as_hit, cacheable, code_versions
+from service.cache import EncodedTests, LocalResultCache, RequestEncoder, as_hit, cacheable, code_versions
 from service.cache import keyed as keyed_item
 from service.config import Settings
 from service.errors import NotStarted, Overloaded, Unavailable
@@ -108,11 +108,13 @@ async def checked(items: Sequence[RewardItem | Any], settings: Settings, key_ver
     def parse(raw: RewardItem | Any) -> RewardItem | Problem:
         return check_item(raw, settings) if isinstance(raw, RewardItem) else parse_item(raw, settings)
 
+    encoder = RequestEncoder()  # the samples of one problem share their tests: encoded and hashed once
+
     def keyed(item: RewardItem | Problem) -> Checked:
         if isinstance(item, Problem):
             return Checked(item)
         dump = item.model_dump(mode="json")
-        key, tests = keyed_item(item, key_versions, dump)
+        key, tests = keyed_item(item, key_versions, dump, encoder)
         return Checked(item, key, dump, tests)
 
     async def in_thread(fn: Any, values: Sequence[Any]) -> list[Any]:

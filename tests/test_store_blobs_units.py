@@ -33,14 +33,17 @@ def add(store: RolloutStore, dump: dict[str, Any], item: RewardItem, pre_encoded
     return rollout_id
 
 
-def canonical_sha(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+def canonical_sha(value: Any, ascii: bool = True) -> str:
+    """sha256 of compact JSON with sorted keys; the tests' (ascii=False) as UTF-8 text, not escaped (what orjson
+    writes: the same as json.dumps for the strings and integers here)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=ascii)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def expected_key(dump: dict[str, Any]) -> str:
     content = {k: v for k, v in dump.items()
                if k in KEY_FIELDS and k != "tests" and not (k == "environment" and v is None)}
-    return canonical_sha({"item": content, "tests": canonical_sha(dump["tests"]), "versions": VERSIONS})
+    return canonical_sha({"item": content, "tests": canonical_sha(dump["tests"], False), "versions": VERSIONS})
 
 
 def test_the_key_hashes_the_canonical_item_with_its_tests_digest_and_versions():
@@ -57,7 +60,7 @@ def test_the_store_names_the_tests_by_the_digest_in_the_key(tmp_path: Path):
     store = RolloutStore(tmp_path / "r.sqlite3")
     item, dump = dumped()
     add(store, dump, item)
-    assert store.db.execute("SELECT sha256 FROM blobs").fetchone()[0] == canonical_sha(dump["tests"])
+    assert store.db.execute("SELECT sha256 FROM blobs").fetchone()[0] == canonical_sha(dump["tests"], False)
 
 
 def test_rollouts_sharing_tests_store_them_once_and_read_back_whole(tmp_path: Path):
