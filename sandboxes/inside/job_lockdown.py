@@ -133,7 +133,7 @@ def run_program(program: dict, env: dict) -> None:
 
         lint.main(program["code"], program.get("roots"))
         os._exit(0)
-    _run_python_main(program["code"], program.get("filename", "main.py"))
+    _run_python_main(program["code"], program.get("filename", "main.py"), ours=bool(program.get("ours")))
 
 
 def _which(name: str, env: dict) -> str:
@@ -157,8 +157,15 @@ def _compile_main(code: str, path: str) -> object:
     return compile(code, path, "exec")
 
 
-def _run_python_main(code: str, filename: str) -> None:
-    """Execute source as __main__ without starting an interpreter, with Python's own exit semantics."""
+# The runner's own machinery: never importable by a program, ours included (a program of ours imports the in-sandbox
+# libraries it was started for, e.g. repo_judge's reporter, which the warm process holds already).
+MACHINERY = ("runner", "protocol", "zygotes", "job_lockdown", "job_process", "cleanup", "wire", "seccomp")
+
+
+def _run_python_main(code: str, filename: str, ours: bool = False) -> None:
+    """Execute source as __main__ without starting an interpreter, with Python's own exit semantics. A candidate's
+    program (ours False) imports its own modules, never one loaded from this folder; a program of ours keeps the
+    in-sandbox libraries the warm process holds, the runner's machinery aside."""
     import atexit
     import builtins
     import threading
@@ -168,7 +175,8 @@ def _run_python_main(code: str, filename: str) -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     sys.path[:] = [os.getcwd()] + [p for p in sys.path if p != HERE]
     for name in [m for m, mod in list(sys.modules.items())
-                 if m == "__main__" or os.path.dirname(getattr(mod, "__file__", None) or "") == HERE]:
+                 if m == "__main__" or m in MACHINERY
+                 or (not ours and os.path.dirname(getattr(mod, "__file__", None) or "") == HERE)]:
         del sys.modules[name]
     sys.argv = [filename]
     sys.stdin = open(0, closefd=False)  # noqa: SIM115 - rebinding the standard streams of this process

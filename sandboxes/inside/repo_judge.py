@@ -52,7 +52,8 @@ ROOM_MARGIN_BYTES = 16 << 20  # /scratch left for the candidate's home and pytes
 ROOM_MARGIN_INODES = 512
 EXIT_GRACE_S = 0.5  # after the test process exits, how long its report pipe may stay open (a forked child)
 FLUSH_S = 0.05  # the reporter sends verdicts at least this often (repo_reporter.Frames)
-PROGRAM = {"code": "import repo_reporter\nrepo_reporter.main()\n", "filename": "rewardbox_pytest.py"}
+# ours: the reporter, loaded by the warm process, stays importable (a candidate's program never gets our modules).
+PROGRAM = {"code": "import repo_reporter\nrepo_reporter.main()\n", "filename": "rewardbox_pytest.py", "ours": True}
 # A task's own interpreter (job["python"]: an environment's, a user's image's) cannot be forked from our zygote: the
 # test process execs it, and it imports our reporter from our read-only folder before anything of the
 # repository's can be on its path (-E: no PYTHONPATH, -s: no user site; '' goes too). The reporter's floor is Python
