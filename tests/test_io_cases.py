@@ -224,3 +224,53 @@ async def test_cases_whose_output_would_overflow_one_reply_go_on_in_another_job(
     assert [v.passed for v in outcome.verdicts] == [True] * 14, [v.status for v in outcome.verdicts]
     assert [job.op for job in recording.jobs] == ["cases", "cases"]
     assert outcome.details["io"] == {"path": "cases_job+compiled_once", "jobs": 2}
+
+
+CPP_LEAVE = """#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <vector>
+static int others() {  // processes of this uid besides this one
+  int n = 0;
+  DIR* d = opendir("/proc");
+  while (struct dirent* e = readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9' || atoi(e->d_name) == getpid()) continue;
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%s/status", e->d_name);
+    FILE* f = fopen(path, "r");
+    if (!f) continue;
+    while (fgets(line, sizeof line, f))
+      if (!strncmp(line, "Uid:", 4)) { if ((unsigned)atoi(line + 4) == getuid()) n++; break; }
+    fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+int main() {
+  char w[32] = {0};
+  if (scanf("%31s", w) != 1) return 2;
+  if (!strcmp(w, "leave")) {  // a file here and in /tmp, a background process that outlives the case
+    fclose(fopen("left.txt", "w"));
+    fclose(fopen("/tmp/left.txt", "w"));
+    fflush(stdout);
+    if (fork() == 0) { setsid(); close(1); close(2); sleep(30); _exit(0); }
+  }
+  if (!strcmp(w, "memory")) { std::vector<char> v(1UL << 30, 1); printf("%d\\n", v[12345]); }
+  struct stat st;
+  printf("%s files %d %d others %d\\n", w, stat("left.txt", &st) == 0, stat("/tmp/left.txt", &st) == 0, others());
+}
+"""
+
+
+async def test_a_compiled_case_leaves_no_process_file_or_memory_to_the_next(pool, builder):
+    # each case of a compiled program is a fork of the zygote that execs the binary (zygotes._fork): what one case
+    # forks, writes or exhausts is gone before the next case starts
+    clean = ("look", "look files 0 0 others 0")
+    left = ("leave", "leave files 1 1 others 1")
+    outcome = await run_tests(pool, CPP_LEAVE, io(left, clean, ("memory", ""), clean, left, clean), LIMITS, "cpp",
+                              builder, 60.0)
+    assert [v.status for v in outcome.verdicts] == [
+        "passed", "passed", "memory_limit", "passed", "passed", "passed"], outcome.verdicts

@@ -66,6 +66,8 @@ class Proc:
         self.fds = {out_r: "stdout", err_r: "stderr"}
         self.stdin_w = in_w
         req = {"role": "job", "uid": self.uid, "cwd": self.cwd, "limits": self.limits}
+        if "argv" in program:  # exec'd: the zygote may fork it without Python's after-fork work (zygotes._fork)
+            req["exec"] = True
         self.job_id = self.runner.request_spawn(self.zygote, req, [in_r, out_w, err_w, *extra_fds, payload])
         if wait:
             self.spawned()

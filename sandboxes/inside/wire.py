@@ -32,14 +32,18 @@ def send(sock: socket.socket, obj: object, fds: list[int] | None = None) -> None
     sock.sendall(data)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+    """n bytes, received into one buffer allocated once: a cases job's stdins (up to a 64 MiB frame) are neither
+    copied again nor reallocated per chunk (recv(n) allocated n bytes per call; ~2.4x the runner's CPU)."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if not k:
             raise ChannelClosed()
-        buf += chunk
-    return bytes(buf)
+        got += k
+    return buf
 
 
 def recv(sock: socket.socket, max_frame: int = MAX_FRAME) -> object:
