@@ -17,10 +17,10 @@ import tempfile
 import httpx
 import pytest
 
-from rewardbox.archive import repo_archive
 from rewardbox.names import unquote
 
 from .conftest import BACKENDS, start_server, stop_server
+from .session_calls import open_session, upload
 
 CALC = {
     "pkg/__init__.py": b"",
@@ -53,9 +53,7 @@ def api(request):
 
 @pytest.fixture(scope="module")
 def calc_id(api) -> str:
-    r = api.post("/repos", content=repo_archive(CALC), headers={"content-type": "application/gzip"})
-    assert r.status_code in (200, 201), r.text
-    return r.json()["id"]
+    return upload(api, CALC)
 
 
 def item(repo_id: str, patch: str, id: str) -> dict:
@@ -78,10 +76,7 @@ def test_in_a_batch_such_an_item_loses_no_other_items_result(api, calc_id):
     assert [x["status"] for x in r.json()["results"]] == ["passed", "passed", "failed", "passed"], r.json()
 
 
-def new(api, repo_id: str) -> str:
-    r = api.post("/sessions", json={"repo": {"id": repo_id}})
-    assert r.status_code == 201, r.text
-    return r.json()["session_id"]
+new = open_session
 
 
 def sh(api, sid: str, command: str) -> dict:

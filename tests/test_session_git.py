@@ -15,6 +15,7 @@ import pytest
 from rewardbox.archive import repo_archive
 
 from .conftest import BACKENDS, start_server, stop_server
+from .session_calls import open_session, upload
 
 CALC = {
     "pkg/__init__.py": b"",
@@ -41,15 +42,10 @@ def api(request):
 
 @pytest.fixture(scope="module")
 def calc_id(api) -> str:
-    r = api.post("/repos", content=repo_archive(CALC), headers={"content-type": "application/gzip"})
-    assert r.status_code in (200, 201), r.text
-    return r.json()["id"]
+    return upload(api, CALC)
 
 
-def new(api, repo_id: str, **extra) -> str:
-    r = api.post("/sessions", json={"repo": {"id": repo_id}, **extra})
-    assert r.status_code == 201, r.text
-    return r.json()["session_id"]
+new = open_session
 
 
 def sh(api, sid: str, command: str) -> dict:

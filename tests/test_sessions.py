@@ -22,6 +22,7 @@ from service.repos.benchmark import tasks
 
 from .conftest import BACKENDS, start_server, stop_server
 from .repo_hacks import HACKS
+from .session_calls import open_session, upload
 from .test_sandbox_security import FORK_BOMB_ESCAPING
 
 CALC = {
@@ -48,15 +49,10 @@ def api(request):
 
 @pytest.fixture(scope="module")
 def calc_id(api) -> str:
-    r = api.post("/repos", content=repo_archive(CALC), headers={"content-type": "application/gzip"})
-    assert r.status_code in (200, 201), r.text
-    return r.json()["id"]
+    return upload(api, CALC)
 
 
-def new(api, repo_id: str, **extra) -> str:
-    r = api.post("/sessions", json={"repo": {"id": repo_id}, **extra})
-    assert r.status_code == 201, r.text
-    return r.json()["session_id"]
+new = open_session
 
 
 def sh(api, sid: str, command: str, **extra) -> dict:
