@@ -57,16 +57,17 @@ def _run_cases(runner, proc_class, reply, uid: int, cwd: str, program: dict, fil
     deadline = time.monotonic() + float(limits["total_s"])
     started = None
     if _compiled_once(program) and len(stdins) > 1:
-        started = runner.start_case_zygote(program, limits, min(deadline, time.monotonic() + float(limits["wall_s"])))
+        started = runner.start_case_zygote(program, env, limits,
+                                           min(deadline, time.monotonic() + float(limits["wall_s"])))
     if started is None:
-        res = _each_case(runner, proc_class, reply, runner.zygote, uid, cwd, program, files, env, stdins, limits,
+        res = _each_case(runner, proc_class, reply, runner.lean_zygote, uid, cwd, program, files, env, stdins, limits,
                          shared, deadline)
         res["timings"] = {"compiled_once": 0}
         return res
     case_zygote, job_id, ready = started
-    try:
+    try:  # prepared: the case zygote holds the program and its environment (files: shared, or none)
         res = _each_case(runner, proc_class, reply, case_zygote, uid, cwd, program, files, env, stdins, limits,
-                         shared, deadline)
+                         shared, deadline, prepared=bool(ready.get("prepared")) and not files)
     finally:
         runner.end_case_zygote(case_zygote, job_id)
     res["cpu_ms"] += float(ready.get("cpu_ms", 0.0))  # the compile, done once for all the cases: the program's
@@ -81,7 +82,8 @@ def _compiled_once(program: dict) -> bool:
 
 
 def _each_case(runner, proc_class, reply, zygote, uid: int, cwd: str, program: dict, files: dict | None,
-               env: dict | None, stdins: list, limits: dict, shared: set[str], deadline: float) -> dict:
+               env: dict | None, stdins: list, limits: dict, shared: set[str], deadline: float,
+               prepared: bool = False) -> dict:
     reply_left = REPLY_BUDGET
     worst_case = 2 * int(limits["output_bytes"]) * JSON_WORST + 4096  # one case's record, encoded, at most
     records: list[dict] = []
@@ -105,7 +107,7 @@ def _each_case(runner, proc_class, reply, zygote, uid: int, cwd: str, program: d
         except UnicodeError:  # Proc refuses it as it refuses a run job's (the host's validation stops it first)
             proc.start(program, str(stdin), files, env)
         else:
-            proc.start(program, "", files, env, stdin_file=_input_file(data))
+            proc.start(program, "", files, env, stdin_file=_input_file(data), prepared=prepared)
         proc.wait_until(min(now + float(limits["wall_s"]), deadline))
         record = proc.result()
         reply_left -= _encoded(record["stdout"]) + _encoded(record["stderr"]) + 4096

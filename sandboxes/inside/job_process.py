@@ -41,11 +41,12 @@ class Proc:
         self.stdin_data = b""
 
     def start(self, program: dict, stdin: str, files: dict | None, env: dict | None, extra_fds=(),
-              wait: bool = True, stdin_file: int | None = None) -> None:
+              wait: bool = True, stdin_file: int | None = None, prepared: bool = False) -> None:
         """Spawn the process (extra_fds become its fds 3, 4, ...; they are closed here). Input that cannot be
         encoded ends the job here, before anything runs. wait=False: only the request is sent; spawned() waits
         for the zygote's answer. stdin_file: a read-only descriptor of a file holding the input (cases.py), given
-        as fd 0 instead of a pipe the runner feeds (closed here)."""
+        as fd 0 instead of a pipe the runner feeds (closed here). prepared: the zygote is a case zygote that holds
+        the program, its files and environment ready (zygotes._case_zygote): no payload is sent."""
         self.runner.used_uids.add(self.uid)
         self.oom_before = self.runner._oom_kills()
         self.started = time.monotonic()
@@ -56,7 +57,7 @@ class Proc:
                 os.close(fd)
             self.spawn_error = "the job's stdin is not valid text (it cannot be encoded as UTF-8)"
             return
-        payload = write_payload({"program": program, "files": files, "env": env})
+        payload = [] if prepared else [write_payload({"program": program, "files": files, "env": env})]
         in_r, in_w = (stdin_file, None) if stdin_file is not None else os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -68,7 +69,9 @@ class Proc:
         req = {"role": "job", "uid": self.uid, "cwd": self.cwd, "limits": self.limits}
         if "argv" in program:  # exec'd: the zygote may fork it without Python's after-fork work (zygotes._fork)
             req["exec"] = True
-        self.job_id = self.runner.request_spawn(self.zygote, req, [in_r, out_w, err_w, *extra_fds, payload])
+        if prepared:
+            req["prepared"] = True
+        self.job_id = self.runner.request_spawn(self.zygote, req, [in_r, out_w, err_w, *extra_fds, *payload])
         if wait:
             self.spawned()
 

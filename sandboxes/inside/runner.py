@@ -17,8 +17,14 @@ Processes (all inside the sandbox):
     cannot start;
   * judge zygote: the judge process of judge jobs, under its own uid; it runs the tests and calls the candidate
     through a plain-data channel. The candidate (another uid) can neither signal, ptrace nor open its pipes.
-  * case zygote: forked by the zygote for one cases job of a Python program (cases.py), with that job's program
-    only; it compiles it once (runs none of it) and forks every case of the job (_case_zygote), then exits.
+  * lean zygote: forked like the others but importing nothing more than the runner has at that point (no
+    threading: its at-fork hook alone costs every forked process ~0.3 ms of CPU, counted as the program's); the
+    cases of io items fork from it (cases.py), a compiled program's directly;
+  * case zygote: forked by the lean zygote for one cases job of a Python program (cases.py), with that job's
+    program only; it compiles it once (runs none of it), prepares what each case would do before the program's
+    first line (environment, sys.path, our modules out of sys.modules, a fresh __main__, the standard streams:
+    job_lockdown.prepare_main), and forks every case of the job from that (_case_zygote), then exits. Each case
+    still locks itself down as any job process (uid, rlimits, seccomp, Landlock) before the program runs.
 - linter servers (node_lint.py): pylint (lint_server.py) and, on first use, eslint, each under its own uid with
   the job rlimits and seccomp (no job can read, signal or feed them). pylint lints each program in a fork of its
   warm process, so nothing a program does to the linter's state reaches the next; eslint builds a fresh Linter per
@@ -137,7 +143,9 @@ class Runner:
         # like every zygote, before any job data exists in the runner's memory.
         self.pytest_zygote = self._start_zygote("pytest zygote")
         self.pytest_warm = False
-        self.zygotes = (self.zygote, self.lint_zygote, self.judge_zygote)
+        # io items' cases (cases.py): forked from a zygote that imported nothing more than the runner has now
+        self.lean_zygote = self._start_zygote("lean zygote", lean=True)
+        self.zygotes = (self.zygote, self.lint_zygote, self.judge_zygote, self.lean_zygote)
         # The lint zygote imports and exercises pylint only if the pylint server cannot run (warm_linters).
         self.lint_warm_id = 0
         self.lint_warm = False
@@ -150,13 +158,13 @@ class Runner:
             self.children[pid] = None
         return pid
 
-    def _start_zygote(self, name: str) -> Zygote:
+    def _start_zygote(self, name: str, lean: bool = False) -> Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = self._fork()
         if pid == 0:
             for fd in (ours, *(z.sock for z in self._started_zygotes)):
                 fd.close()  # the runner's ends, ours and the earlier zygotes'
-            zygote_main(theirs)
+            zygote_main(theirs, lean=lean)
             os._exit(0)
         theirs.close()
         self._started_zygotes.append(Zygote(name, ours, pid))
@@ -282,14 +290,17 @@ class Runner:
             for fd in fds:
                 os.close(fd)
 
-    def start_case_zygote(self, program: dict, limits: dict, deadline: float) -> tuple[Zygote, int, dict] | None:
-        """A case zygote (_case_zygote) forked by the zygote for one cases job's Python program: (its channel, the
-        zygote's job id for it, its ready message), or None when it answered no ready message by the deadline
-        (killed; the cases then fork from the zygote, as before). end_case_zygote ends it."""
+    def start_case_zygote(self, program: dict, env: dict | None, limits: dict,
+                          deadline: float) -> tuple[Zygote, int, dict] | None:
+        """A case zygote (_case_zygote) forked by the lean zygote for one cases job's Python program: (its channel,
+        the lean zygote's job id for it, its ready message, whose "prepared" says the cases' requests may come
+        without a payload), or None when it answered no ready message by the deadline (killed; the cases then fork
+        from the lean zygote, as before). end_case_zygote ends it."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         os.set_inheritable(ours.fileno(), False)
         req = {"role": "case_zygote", "uid": self.cand_uid, "cwd": self.dirs[self.cand_uid], "limits": limits}
-        job_id, first = self.spawn(self.zygote, req, [theirs.detach(), write_payload({"program": program})])
+        payload = write_payload({"program": program, "env": env, "prepare": True})
+        job_id, first = self.spawn(self.lean_zygote, req, [theirs.detach(), payload])
         if "spawn_error" in first:
             ours.close()
             return None
@@ -309,7 +320,7 @@ class Runner:
             except OSError:
                 pass
         case_zygote.sock.close()
-        self.wait_exit(self.zygote, job_id, 10.0)
+        self.wait_exit(self.lean_zygote, job_id, 10.0)
 
     def wait_exit(self, zygote: Zygote, job_id: int, timeout: float) -> dict:
         """The zygote's exit report for job_id (its process was killed or is about to end)."""

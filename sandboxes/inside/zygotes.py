@@ -12,6 +12,7 @@ import importlib
 import os
 import resource
 import socket
+import sys
 import traceback
 from collections.abc import Sequence
 
@@ -39,14 +40,18 @@ from protocol import SandboxFault, read_payload
 SPAWN_FAILED = 125
 
 
-def zygote_main(ctl: socket.socket) -> None:
-    """Fork one process per request; report its pid, then its exit status and rusage (see the module docstring)."""
-    import atexit  # noqa: F401 - imported once here so that job processes start warm
+def zygote_main(ctl: socket.socket, lean: bool = False) -> None:
+    """Fork one process per request; report its pid, then its exit status and rusage (see the module docstring).
+    lean: the lean zygote, which imports nothing more than the runner had (no threading: its at-fork hook costs
+    every forked process ~0.3 ms of CPU, the program's), for the cases of io items (cases.py)."""
     import gc
-    import threading  # noqa: F401
 
-    import candidate_host  # noqa: F401
-    import judge  # noqa: F401
+    if not lean:  # imported once here so that job processes start warm
+        import atexit  # noqa: F401
+        import threading  # noqa: F401
+
+        import candidate_host  # noqa: F401
+        import judge  # noqa: F401
 
     seccomp.prepare()
     landlock.prepare(WRITABLE_ROOTS)
@@ -104,9 +109,8 @@ def _fork(exec_only: bool) -> int:
     (no lock can be held by another thread at the fork) and the child runs nothing of Python's state afterwards
     but the lock-down, then execve (_zygote_child refuses a Python program sent as exec). Any other case: os.fork."""
     global _libc_fork
-    import threading
-
-    if not exec_only or threading.active_count() != 1:
+    threading = sys.modules.get("threading")  # not imported (the lean zygote): single-threaded, no at-fork hooks
+    if not exec_only or threading is None or threading.active_count() != 1:
         return os.fork()
     if _libc_fork is None:
         import ctypes
@@ -133,6 +137,12 @@ def _zygote_child(req: dict, fds: list[int], err_w: int) -> None:
         fcntl.fcntl(err_fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
         if ruleset is not None:
             landlock.adopt(err_fd + 1)
+        if req.get("prepared"):  # a case of a case zygote that holds the program ready (no payload: fds 0-2)
+            if job_lockdown.prepared is None:
+                raise SpawnError("job set-up failed: no program prepared")
+            enter_job(req["uid"], req["limits"], req["cwd"], oom_adj=JOB_OOM_ADJ)
+            os.close(err_fd)
+            job_lockdown.run_prepared_main()
         payload = read_payload(payload_fd)
         os.close(payload_fd)
         if req.get("role") == "judge":
@@ -191,6 +201,13 @@ def _case_zygote(req: dict, fds: list[int], err_w: int) -> None:
         after = resource.getrusage(resource.RUSAGE_SELF)
         ready = {"id": 0, "preloaded": job_lockdown.preloaded is not None,
                  "cpu_ms": (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000.0}
+        if job_lockdown.preloaded is not None and payload.get("prepare"):
+            # what every case would do before the program's first line, done once: the environment, sys.path,
+            # our modules out of sys.modules, a fresh __main__; each case then only locks down and runs it
+            # (job_lockdown.run_prepared_main; the runner's requests then carry no payload: "prepared")
+            os.environ.update(job_env(payload.get("env"), req["cwd"]))
+            job_lockdown.prepare_main(str(program.get("filename", "main.py")), req["cwd"])
+            ready["prepared"] = True
     del payload, program, code
     gc.collect()
     gc.freeze()  # the code object too: the cases' collectors leave it alone, fewer pages copied
