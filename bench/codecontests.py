@@ -392,6 +392,8 @@ def cpu_reading(server_pid: int, backend: str) -> dict[str, float]:
 
 # -- rewardbox
 
+CORES = os.cpu_count() or 1
+
 
 def rewardbox(client: httpx.Client, url: str, samples: list[dict], only: str = "all",
               cpu: Callable[[], dict[str, float]] | None = None, per_request: int = 4) -> dict:
@@ -401,6 +403,7 @@ def rewardbox(client: httpx.Client, url: str, samples: list[dict], only: str = "
               "tests": {"kind": "io", "cases": _cases(s, only)}} for s in samples]
     batches = [items[i:i + per_request] for i in range(0, len(items), per_request)]
     before = cpu() if cpu else {}
+    own = resource.getrusage(resource.RUSAGE_SELF)  # this bench's client: the requests' JSON and HTTP
     t = time.perf_counter()
 
     def post(batch: list[dict]) -> list[dict]:
@@ -411,6 +414,8 @@ def rewardbox(client: httpx.Client, url: str, samples: list[dict], only: str = "
     with ThreadPoolExecutor(2) as ex:
         results = [x for part in ex.map(post, batches) for x in part]
     wall = time.perf_counter() - t
+    own_after = resource.getrusage(resource.RUSAGE_SELF)
+    client_ms = (own_after.ru_utime + own_after.ru_stime - own.ru_utime - own.ru_stime) * 1000
     time.sleep(0.5)  # the last clean-ups counted too
     after = cpu() if cpu else {}
     answered: dict[str, int] = {}
@@ -418,7 +423,7 @@ def rewardbox(client: httpx.Client, url: str, samples: list[dict], only: str = "
         answered[answered_by(x)] = answered.get(answered_by(x), 0) + 1
     paths = {str((x.get("details") or {}).get("io", {}).get("path")) for x in results}
     cases = sum(len(i["tests"]["cases"]) for i in items)
-    return {"wall_s": wall, "items": len(items), "cases": cases,
+    return {"wall_s": wall, "items": len(items), "cases": cases, "client_ms": client_ms,
             "passed": sum(x["status"] == "passed" for x in results), "answered": answered, "paths": sorted(paths),
             "failures": [(x["id"], x["status"]) for x in results if x["status"] != "passed"][:5],
             **{f"{k}_ms": after[k] - before[k] for k in after}}
@@ -562,7 +567,10 @@ def main(argv: list[str] | None = None) -> int:
           f"  answered by {rb['answered']}, io path {rb['paths']}")
     print(f"  where the CPU went in that batch (kernel accounting): server {rb['server_ms'] / rb['items']:.1f} ms/item,"
           f" sandboxes {rb['sandboxes_ms'] / rb['items']:.1f} ms/item ({rb['sandboxes_ms'] / rb['cases']:.2f} ms/case);"
-          f" in-process executor {ip_cpu / len(samples):.1f} ms/sample")
+          f" in-process executor {ip_cpu / len(samples):.1f} ms/sample; this bench's client (the requests' JSON and"
+          f" HTTP) {rb['client_ms'] / rb['items']:.1f} ms/item; cores busy"
+          f" {(rb['server_ms'] + rb['sandboxes_ms'] + rb['client_ms']) / (rb['wall_s'] * 1000 * CORES):.0%} of the"
+          f" wall")
     small_case = small["sandboxes_ms"] / small["cases"]
     print(f"  small cases only ({small['cases']}): sandbox CPU {small_case:.2f} ms/case (<= {SMALL_CASE_CPU_MS} ms:"
           f" {'MET' if small_case <= SMALL_CASE_CPU_MS else 'NOT MET'});"
