@@ -11,7 +11,9 @@ Generates its own problems (reference solutions in Python, many cases each: 80% 
   per-case     one `python3 solution.py` start per case, 2 threads (what a SandboxFusion /run_code per case costs;
                no isolation)
   rewardbox    POST /reward/batch, profile `binary`, to a `rewardbox serve` this bench starts (a fresh nonce per
-               program: the result cache cannot answer; the table says what answered)
+               program: the result cache cannot answer; the table says what answered), one request per problem's
+               4 samples (a GRPO group), twice: the tests in every item, and the group's tests once in the batch's
+               `defaults` (the headline ratios are that second run's; the first's are printed beside it)
 The rewardbox row also says where the CPU went, from the kernel's accounting over the whole batch: the server's
 own CPU per item, and the sandboxes' CPU per item (Docker: each container's cpuacct cgroup; bubblewrap: every
 process under the server, /proc/PID/stat, own and reaped). Per-case costs: a small case's sandbox CPU (a batch of
@@ -396,23 +398,29 @@ CORES = os.cpu_count() or 1
 
 
 def rewardbox(client: httpx.Client, url: str, samples: list[dict], only: str = "all",
-              cpu: Callable[[], dict[str, float]] | None = None, per_request: int = 4) -> dict:
-    """POST /reward/batch (`binary`), `per_request` items a request, 2 requests in flight (the body cap: a
-    CodeContests item with large cases is several MB)."""
+              cpu: Callable[[], dict[str, float]] | None = None, per_request: int = 4, grouped: bool = False) -> dict:
+    """POST /reward/batch (`binary`), `per_request` items a request (the samples of one problem: a GRPO group),
+    2 requests in flight (the body cap: a CodeContests item with large cases is several MB). grouped: the group's
+    tests, profile and limits go once in the batch's `defaults` instead of in every item."""
     items = [{"id": s["id"], "code": s["code"], "profile": "binary", "limits": {"timeout_s": 10},
               "tests": {"kind": "io", "cases": _cases(s, only)}} for s in samples]
     batches = [items[i:i + per_request] for i in range(0, len(items), per_request)]
+    if grouped:
+        assert all(b[0]["tests"] == x["tests"] for b in batches for x in b), "a request's samples share their tests"
+    bodies = [{"defaults": {k: b[0][k] for k in ("tests", "profile", "limits")},
+               "items": [{"id": x["id"], "code": x["code"]} for x in b]} if grouped else {"items": b}
+              for b in batches]
     before = cpu() if cpu else {}
     own = resource.getrusage(resource.RUSAGE_SELF)  # this bench's client: the requests' JSON and HTTP
     t = time.perf_counter()
 
-    def post(batch: list[dict]) -> list[dict]:
-        r = client.post(f"{url}/reward/batch", json={"items": batch})
+    def post(body: dict) -> list[dict]:
+        r = client.post(f"{url}/reward/batch", json=body)
         r.raise_for_status()
         return r.json()["results"]
 
     with ThreadPoolExecutor(2) as ex:
-        results = [x for part in ex.map(post, batches) for x in part]
+        results = [x for part in ex.map(post, bodies) for x in part]
     wall = time.perf_counter() - t
     own_after = resource.getrusage(resource.RUSAGE_SELF)
     client_ms = (own_after.ru_utime + own_after.ru_stime - own.ru_utime - own.ru_stime) * 1000
@@ -540,7 +548,8 @@ def main(argv: list[str] | None = None) -> int:
             rewardbox(client, url, samples_of(problems[:2], 1, nonce + "warm"))  # warm-up: first imports
             ip_wall, ip_passed, ip_cpu = in_process(samples)
             pc_wall, pc_passed = (None, None) if args.skip_per_case else per_case(samples, tempfile.mkdtemp())
-            rb = rewardbox(client, url, samples, cpu=cpu)
+            inline = rewardbox(client, url, samples, cpu=cpu)
+            rb = rewardbox(client, url, samples_of(problems, args.samples, nonce + "g"), cpu=cpu, grouped=True)
             small = rewardbox(client, url, samples_of(problems, args.samples, nonce + "s"), "small", cpu)
             large = rewardbox(client, url, samples_of(problems, args.samples, nonce + "l"), "large", cpu)
             _, _, large_host_cpu = in_process(samples, only="large")
@@ -563,8 +572,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{before['items']:<5}items  {ip_wall / before['wall_s']:.2f}x in-process, answered by"
               f" {before['answered']}; server {before['server_ms'] / before['items']:.1f} ms/item, sandboxes"
               f" {before['sandboxes_ms'] / before['items']:.1f} ms/item")
-    print(f"{'rewardbox /reward/batch, binary':<58} {rb['wall_s']:>7.2f} {rb['passed']:>5}/{rb['items']:<5}items"
-          f"  answered by {rb['answered']}, io path {rb['paths']}")
+    print(f"{'rewardbox /reward/batch, binary, tests in every item':<58} {inline['wall_s']:>7.2f}"
+          f" {inline['passed']:>5}/{inline['items']:<5}items  {ip_wall / inline['wall_s']:.2f}x in-process"
+          + (f", {pc_wall / inline['wall_s']:.2f}x per-case" if pc_wall is not None else "")
+          + f"; server {inline['server_ms'] / inline['items']:.1f} ms/item, sandboxes"
+          f" {inline['sandboxes_ms'] / inline['items']:.1f} ms/item, this client"
+          f" {inline['client_ms'] / inline['items']:.1f} ms/item")
+    print(f"{'rewardbox /reward/batch, binary, group tests in defaults':<58} {rb['wall_s']:>7.2f} {rb['passed']:>5}/"
+          f"{rb['items']:<5}items  answered by {rb['answered']}, io path {rb['paths']}")
     print(f"  where the CPU went in that batch (kernel accounting): server {rb['server_ms'] / rb['items']:.1f} ms/item,"
           f" sandboxes {rb['sandboxes_ms'] / rb['items']:.1f} ms/item ({rb['sandboxes_ms'] / rb['cases']:.2f} ms/case);"
           f" in-process executor {ip_cpu / len(samples):.1f} ms/sample; this bench's client (the requests' JSON and"

@@ -130,20 +130,30 @@ class _Policy:
             isinstance(d, dict) and d.get("type") == "too_long" and d.get("loc") == ["body", "items"]
             for d in detail)
 
-    def plan(self, items: list[dict[str, Any]], info: Any = None) -> tuple[list[bytes], list[range]] | None:
-        """Each item's JSON and the parts to send them in; None when the limits are unknown (after learning them
-        from `info`, the body of /v1/info, when given)."""
+    def plan(self, items: list[dict[str, Any]], info: Any = None, defaults: dict[str, Any] | None = None
+             ) -> tuple[list[bytes], list[range]] | None:
+        """Each item's JSON and the parts to send them in (each part also carries `defaults`); None when the
+        limits are unknown (after learning them from `info`, the body of /v1/info, when given)."""
         if info is not None:
             self.limits = BatchLimits.from_info(info)
         if self.limits is None:
             return None
-        encoded = [json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-                   for item in items]
-        return encoded, parts([item_work(item) for item in items], self.limits, [len(e) for e in encoded])
+        encoded = [_json(item) for item in items]
+        limits = self.limits
+        if defaults and limits.max_body_bytes:  # every part carries the defaults once
+            room = limits.max_body_bytes - IN_FLIGHT * (len(_json(defaults)) + 16)
+            limits = BatchLimits(limits.max_batch, limits.max_queued, max(1, room))
+        works = [item_work({**defaults, **item} if defaults and isinstance(item, dict) else item) for item in items]
+        return encoded, parts(works, limits, [len(e) for e in encoded])
 
     @staticmethod
-    def part_body(encoded: list[bytes], part: range) -> bytes:
-        return b'{"items":[' + b",".join(encoded[part.start:part.stop]) + b"]}"
+    def part_body(encoded: list[bytes], part: range, defaults: dict[str, Any] | None = None) -> bytes:
+        head = b'{"defaults":' + _json(defaults) + b',"items":[' if defaults else b'{"items":['
+        return head + b",".join(encoded[part.start:part.stop]) + b"]}"
+
+    @staticmethod
+    def batch_body(items: list[dict[str, Any]], defaults: dict[str, Any] | None) -> dict[str, Any]:
+        return {"defaults": defaults, "items": items} if defaults else {"items": items}
 
     @staticmethod
     def mapping(body: Any, where: str) -> dict[str, Any]:
@@ -199,21 +209,24 @@ class Client(_Policy):
     def reward(self, item: dict[str, Any]) -> dict[str, Any]:
         return self.item_result(self._request("POST", "/reward", json=item))
 
-    def reward_batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One result per item, in order, however many items: a batch over the service's limits goes in parts."""
+    def reward_batch(self, items: list[dict[str, Any]], defaults: dict[str, Any] | None = None
+                     ) -> list[dict[str, Any]]:
+        """One result per item, in order, however many items: a batch over the service's limits goes in parts.
+        defaults: fields every item takes unless it sets them (a GRPO group's tests and profile), sent once."""
         if not items:
             return []
-        plan = self.plan(items)
+        plan = self.plan(items, defaults=defaults)
         if plan is None:
             try:
-                return self.batch_results(self._request("POST", "/reward/batch", json={"items": items}), len(items))
+                return self.batch_results(self._request("POST", "/reward/batch", json=self.batch_body(items, defaults)),
+                                          len(items))
             except HTTPStatusError as e:
-                if not self.too_large(e) or (plan := self.plan(items, self.info())) is None:
+                if not self.too_large(e) or (plan := self.plan(items, self.info(), defaults)) is None:
                     raise
         encoded, ranges = plan
 
         def send(part: range) -> list[dict[str, Any]]:
-            body = self._request("POST", "/reward/batch", content=self.part_body(encoded, part),
+            body = self._request("POST", "/reward/batch", content=self.part_body(encoded, part, defaults),
                                  headers={"Content-Type": "application/json"})
             return self.batch_results(body, len(part))
 
@@ -301,24 +314,26 @@ class AsyncClient(_Policy):
     async def reward(self, item: dict[str, Any]) -> dict[str, Any]:
         return self.item_result(await self._request("POST", "/reward", json=item))
 
-    async def reward_batch(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One result per item, in order, however many items: a batch over the service's limits goes in parts."""
+    async def reward_batch(self, items: list[dict[str, Any]], defaults: dict[str, Any] | None = None
+                           ) -> list[dict[str, Any]]:
+        """One result per item, in order, however many items: a batch over the service's limits goes in parts.
+        defaults: fields every item takes unless it sets them (a GRPO group's tests and profile), sent once."""
         if not items:
             return []
-        plan = self.plan(items)
+        plan = self.plan(items, defaults=defaults)
         if plan is None:
             try:
-                return self.batch_results(await self._request("POST", "/reward/batch", json={"items": items}),
-                                          len(items))
+                return self.batch_results(await self._request("POST", "/reward/batch",
+                                                              json=self.batch_body(items, defaults)), len(items))
             except HTTPStatusError as e:
-                if not self.too_large(e) or (plan := self.plan(items, await self.info())) is None:
+                if not self.too_large(e) or (plan := self.plan(items, await self.info(), defaults)) is None:
                     raise
         encoded, ranges = plan
         in_flight = asyncio.Semaphore(IN_FLIGHT)
 
         async def send(part: range) -> list[dict[str, Any]]:
             async with in_flight:
-                body = await self._request("POST", "/reward/batch", content=self.part_body(encoded, part),
+                body = await self._request("POST", "/reward/batch", content=self.part_body(encoded, part, defaults),
                                            headers={"Content-Type": "application/json"})
             return self.batch_results(body, len(part))
 
@@ -371,3 +386,7 @@ class AsyncClient(_Policy):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()

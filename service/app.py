@@ -156,7 +156,7 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
             raise InvalidRequest([Problem(("items",), f"at most {settings.max_batch} items per batch",
                                           "too_long")])
         executor: Executor = request.app.state.executor
-        results = await executor.score_many(batch.items, batch.deadline_s)
+        results = await executor.score_many(with_defaults(batch), batch.deadline_s)
 
         def body() -> bytes:
             try:
@@ -218,6 +218,21 @@ def create_app(settings: Settings | None = None, *, executor: Executor | None = 
     app.include_router(session_router)
     app.mount("/static", StaticFiles(directory=dashboard.STATIC), name="static")
     return app
+
+
+def with_defaults(batch: BatchRequest) -> list[Any]:
+    """The batch's items, each an object taking the batch's defaults for the fields it does not set (one shared
+    value per field: the tests of a group are then encoded and hashed once). A default that is not an item field,
+    or an id, is refused with the field named; an item that is not an object stays as sent (invalid alone)."""
+    if not batch.defaults:
+        return batch.items
+    fields = set(RewardItem.model_fields) - {"id"}
+    wrong = [key for key in batch.defaults if key not in fields]
+    if wrong:
+        raise InvalidRequest([Problem(("defaults", key), "not a field an item takes from the batch's defaults"
+                                      + (" (an id is each item's own)" if key == "id" else ""), "extra_forbidden")
+                              for key in wrong])
+    return [{**batch.defaults, **item} if isinstance(item, dict) else item for item in batch.items]
 
 
 def _item_json(result: ItemResult) -> bytes:

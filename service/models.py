@@ -203,6 +203,9 @@ Deadline = Annotated[float, Field(gt=0, le=MAX_DEADLINE_S, strict=True, allow_in
 class BatchRequest(Strict):
     items: list[Any] = Field(min_length=1, description="reward items; each is validated on its own, and one that "
                              "is invalid comes back invalid_input without failing the others")
+    defaults: dict[str, Any] | None = Field(None, description="fields every item takes unless it sets them itself "
+                                            "(e.g. the tests, profile and limits of a GRPO group, sent once for "
+                                            "all its samples); any item field but `id`")
     deadline_s: Deadline | None = Field(None, description="items not started this many seconds after the request"
                                         " arrived come back as infra_error (default REWARDBOX_DEADLINE_S)")
 

@@ -77,3 +77,27 @@ def test_openrlhf_rewards_of_a_request_over_the_bound_line_up_with_their_queries
     r = httpx.post(small_queue + "/openrlhf/get_reward",
                    json={"query": queries, "prompts": ["write f"] * ITEMS, "labels": labels}, timeout=300)
     assert r.status_code == 200 and r.json()["rewards"] == EXPECTED
+
+
+SHARED = {"kind": "function", "entry_point": "f", "cases": [{"args": [0], "expected": 1}, {"args": [1], "expected": 2}]}
+
+
+def shared_items() -> list[dict]:
+    """A group of samples of one problem (f(x) = x + 1): right unless i is a multiple of 3."""
+    return [{"id": f"s{i}", "code": f"def f(x):\n    return x + {1 if i % 3 else 2}\n# {i}\n"} for i in range(ITEMS)]
+
+
+def test_the_clients_send_a_groups_defaults_with_every_part_and_keep_its_order(small_queue):
+    defaults = {"tests": SHARED, "profile": "binary"}
+    with Client(small_queue) as client:
+        results = client.reward_batch(shared_items(), defaults=defaults)
+    assert [r["id"] for r in results] == [f"s{i}" for i in range(ITEMS)]
+    assert [r["reward"] for r in results] == EXPECTED and {r["profile"] for r in results} == {"binary"}
+
+    async def scored() -> list[dict]:
+        async with AsyncClient(small_queue) as client:
+            return await client.reward_batch(shared_items(), defaults=defaults)
+
+    import asyncio
+
+    assert [r["reward"] for r in asyncio.run(scored())] == EXPECTED
