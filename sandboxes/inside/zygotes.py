@@ -42,14 +42,12 @@ SPAWN_FAILED = 125
 
 def zygote_main(ctl: socket.socket, lean: bool = False) -> None:
     """Fork one process per request; report its pid, then its exit status and rusage (see the module docstring).
-    lean: the lean zygote, which imports nothing more than the runner had (no threading: its at-fork hook costs
-    every forked process ~0.3 ms of CPU, the program's), for the cases of io items (cases.py)."""
+    No zygote imports threading (its at-fork hook would cost every forked process ~0.3 ms of CPU, counted as the
+    program's; a program that uses threads imports it, as in a fresh interpreter). lean: the lean zygote, which
+    imports nothing more than the runner had, for the cases of io items (cases.py)."""
     import gc
 
     if not lean:  # imported once here so that job processes start warm
-        import atexit  # noqa: F401
-        import threading  # noqa: F401
-
         import candidate_host  # noqa: F401
         import judge  # noqa: F401
 
