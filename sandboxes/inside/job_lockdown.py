@@ -171,11 +171,11 @@ def _run_python_main(code: str, filename: str, ours: bool = False) -> None:
     """Execute source as __main__ without starting an interpreter, with Python's own exit semantics. A candidate's
     program (ours False) imports its own modules, never one loaded from this folder; a program of ours keeps the
     in-sandbox libraries the warm process holds, the runner's machinery aside."""
-    main = _enter_main(filename, ours, os.getcwd())
+    cwd = os.getcwd()
+    main, path = _enter_main(filename, ours, cwd), os.path.join(cwd, filename)
     pre = preloaded  # compiled by the case zygote from this very source and path: the same code object
     try:
-        compiled = pre[2] if pre is not None and pre[1] == main.__file__ and pre[0] == code \
-            else _compile_main(code, main.__file__)
+        compiled = pre[2] if pre is not None and pre[1] == path and pre[0] == code else _compile_main(code, path)
     except BaseException as e:  # noqa: BLE001 - a SyntaxError, as the interpreter reports it
         _run_main(None, main, failed=e)
     _run_main(compiled, main)
@@ -267,7 +267,7 @@ def _run_main(compiled: object, main: types.ModuleType, streams: tuple | None = 
     try:
         threading = sys.modules.get("threading")  # as the interpreter: only when the program imported it
         if threading is not None:
-            threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads
+            threading._shutdown()  # join non-daemon threads
         atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
