@@ -203,9 +203,12 @@ def _case_zygote(req: dict, fds: list[int], err_w: int) -> None:
             # what every case would do before the program's first line, done once: the environment, sys.path,
             # our modules out of sys.modules, a fresh __main__; each case then only locks down and runs it
             # (job_lockdown.run_prepared_main; the runner's requests then carry no payload: "prepared")
-            os.environ.update(job_env(payload.get("env"), req["cwd"]))
-            job_lockdown.prepare_main(str(program.get("filename", "main.py")), req["cwd"])
-            ready["prepared"] = True
+            try:
+                os.environ.update(job_env(payload.get("env"), req["cwd"]))
+                job_lockdown.prepare_main(str(program.get("filename", "main.py")), req["cwd"])
+                ready["prepared"] = True
+            except Exception:  # noqa: BLE001, S110 - each case then sets itself up from its payload, as before
+                job_lockdown.prepared = None
     del payload, program, code
     gc.collect()
     gc.freeze()  # the code object too: the cases' collectors leave it alone, fewer pages copied
