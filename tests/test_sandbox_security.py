@@ -851,7 +851,8 @@ async def test_a_job_cannot_see_a_concurrent_job(pool: SandboxPool) -> None:
     vr, sr = report_of(v), report_of(s)
     assert vr["started"] < sr["seen_at"] < vr["ended"], "the snooper did not run while the victim ran"
     assert secret not in s.stdout, "the snooper saw the victim's data"
-    assert len(sr["pids"]) < 10, f"the snooper sees too many processes: {sr['pids']}"
+    # its own sandbox's only: the runner, its five zygotes, the owner watchdog, a linter, the snooper's own
+    assert len(sr["pids"]) < 12, f"the snooper sees too many processes: {sr['pids']}"
     assert elapsed <= limits.wall_s + SLACK_S
     await assert_nothing_left(pool, v.sandbox_id)
     await assert_nothing_left(pool, s.sandbox_id)
