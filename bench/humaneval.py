@@ -167,11 +167,15 @@ def answered_by(result: dict) -> str:
 
 
 def bench_profile(client: httpx.Client, url: str, problems: list[dict], profile: str, run: str,
-                  nonce: str) -> dict:
+                  nonce: str, cpu: Callable[[], dict[str, float]] | None = None) -> dict:
     payload = {"items": items_for(problems, profile, nonce)}
+    before = cpu() if cpu else {}
     t = time.perf_counter()
     r = client.post(f"{url}/reward/batch", json=payload)
     wall = time.perf_counter() - t
+    if cpu:
+        time.sleep(0.5)  # the last clean-ups counted too
+    after = cpu() if cpu else {}
     r.raise_for_status()
     results = r.json()["results"]
     timings = [x.get("details", {}).get("timings", {}) for x in results]
@@ -199,13 +203,23 @@ def bench_profile(client: httpx.Client, url: str, problems: list[dict], profile:
                                                   .get("inputs", {}).get("measured_by", "measuring job"))
                                               for x in results if (x.get("details") or {}).get("efficiency")})},
         "failures": failures,
+        "cpu_ms_per_item": {k: round((after[k] - before[k]) / len(results), 2) for k in after},
     }
 
 
-def bench_service(url: str, problems: list[dict], runs: int, workers: int) -> tuple[list[dict], dict]:
-    """Per profile: `runs` unique runs, each right after a subprocess-executor run, then one repeat run."""
+def bench_service(url: str, problems: list[dict], runs: int, workers: int, server_pid: int | None = None
+                  ) -> tuple[list[dict], dict]:
+    """Per profile: `runs` unique runs, each right after a subprocess-executor run, then one repeat run. With the
+    server's pid (a server this bench started), each run also says where the CPU went (kernel accounting, as
+    bench/codecontests.py reads it: the server's own, the sandboxes')."""
     with httpx.Client(timeout=httpx.Timeout(600.0, connect=10.0)) as client:
         info = client.get(f"{url}/v1/info").json()
+        cpu = None
+        if server_pid is not None:
+            from codecontests import cpu_reading
+
+            backend = str(info.get("sandbox", {}).get("backend"))
+            cpu = lambda: cpu_reading(server_pid, backend)  # noqa: E731
         rows = []
         for profile in ("binary", "seed"):
             nonce = ""
@@ -213,7 +227,7 @@ def bench_service(url: str, problems: list[dict], runs: int, workers: int) -> tu
                 base = subprocess_executor(problems, workers)
                 fork = fork_executor(problems, workers)
                 nonce = os.urandom(6).hex()
-                row = bench_profile(client, url, problems, profile, f"unique{i + 1}", nonce)
+                row = bench_profile(client, url, problems, profile, f"unique{i + 1}", nonce, cpu)
                 row["baseline_s"] = base["wall_s"]
                 row["speedup"] = round(base["wall_s"] / row["wall_s"], 2)
                 row["fork_s"] = fork["wall_s"]
@@ -385,6 +399,11 @@ def print_table(report: dict) -> None:
               f" {a['real run']:>5} {a['lint cache']:>5} {a['result cache']:>5}"
               f" {fmt(m['exec_wall'], '.1f'):>6} {fmt(m['tests_only'], '.1f'):>6} {fmt(m['lint'], '.1f'):>6}"
               f" {fmt(m['tests_and_lint'], '.1f'):>6} {fmt(m['efficiency'], '.1f'):>6}  {verdict}")
+    for r in report["rewardbox"]:
+        if r.get("cpu_ms_per_item") and r["answered"]["real run"]:
+            c = r["cpu_ms_per_item"]
+            print(f"  {r['profile']}/{r['run']}: CPU per item (kernel accounting over the batch): server"
+                  f" {c['server']:.2f} ms, sandboxes {c['sandboxes']:.2f} ms")
     print("  fork executor: one fork per problem from a warm interpreter, the program exec'd in the child (no"
           " isolation, no lint), run just before; the target is rewardbox's speed as a fraction of its (issue 25)")
     print("  subproc s: the subprocess-per-problem executor (no isolation, no lint) run just before; speed-up ="
@@ -472,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
                                     stderr=subprocess.STDOUT)
             server["pid"] = proc.pid
             server["ready_s"] = round(wait_ready(url, proc, log_file.name, READY_TIMEOUT_S), 3)
-        rows, info = bench_service(url, problems, args.runs, args.workers)
+        rows, info = bench_service(url, problems, args.runs, args.workers, proc.pid if proc is not None else None)
         report["rewardbox"] = rows
         if args.http_n > 0:
             report["http_trivial"] = bench_http_trivial(url, args.http_n)
