@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import httpx
 import pytest
 import pytest_asyncio
 
@@ -69,6 +72,17 @@ def stop_server(proc) -> None:
         proc.wait(30)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@contextmanager
+def serving(extra_env: dict[str, str]) -> Iterator[httpx.Client]:
+    """start_server(extra_env) and a client on its base URL (300 s timeout); the server is stopped after."""
+    proc, url = start_server(extra_env)
+    try:
+        with httpx.Client(base_url=url, timeout=300) as client:
+            yield client
+    finally:
+        stop_server(proc)
 
 
 @pytest.fixture(scope="session")

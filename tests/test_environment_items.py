@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from .conftest import BACKENDS, start_server, stop_server
+from .conftest import BACKENDS, serving
 
 # A compiled wheel (markupsafe's _speedups) the default image lacks; small, so the build is quick.
 SPEC = {"python": ["markupsafe==2.1.5"]}
@@ -35,17 +35,13 @@ def _wait_ready(api: httpx.Client, env_id: str) -> dict:
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def api(request):
-    proc, url = start_server({"REWARDBOX_BACKEND": request.param, "REWARDBOX_SESSION_POOL_SIZE": "1"})
-    try:
-        with httpx.Client(base_url=url, timeout=300) as client:
-            posted = client.post("/environments", json=SPEC)
-            assert posted.status_code in (200, 202), posted.text
-            record = _wait_ready(client, posted.json()["id"])
-            assert record["state"] == "ready", record
-            client.env_id = record["id"]  # type: ignore[attr-defined]
-            yield client
-    finally:
-        stop_server(proc)
+    with serving({"REWARDBOX_BACKEND": request.param, "REWARDBOX_SESSION_POOL_SIZE": "1"}) as client:
+        posted = client.post("/environments", json=SPEC)
+        assert posted.status_code in (200, 202), posted.text
+        record = _wait_ready(client, posted.json()["id"])
+        assert record["state"] == "ready", record
+        client.env_id = record["id"]  # type: ignore[attr-defined]
+        yield client
 
 
 def _item(env: dict | None) -> dict:

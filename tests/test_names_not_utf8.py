@@ -14,12 +14,11 @@ import subprocess
 import tarfile
 import tempfile
 
-import httpx
 import pytest
 
 from rewardbox.names import unquote
 
-from .conftest import BACKENDS, start_server, stop_server
+from .conftest import BACKENDS, serving
 from .session_calls import open_session, upload
 
 CALC = {
@@ -42,13 +41,9 @@ RENAME = ('diff --git a/README "b/READ\\377ME"\nsimilarity index 100%\nrename fr
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def api(request):
-    proc, url = start_server({"REWARDBOX_BACKEND": request.param, "REWARDBOX_POOL_SIZE": "1",
-                              "REWARDBOX_SESSION_POOL_SIZE": "1"})
-    try:
-        with httpx.Client(base_url=url, timeout=300) as client:
-            yield client
-    finally:
-        stop_server(proc)
+    with serving({"REWARDBOX_BACKEND": request.param, "REWARDBOX_POOL_SIZE": "1",
+                  "REWARDBOX_SESSION_POOL_SIZE": "1"}) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")

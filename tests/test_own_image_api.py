@@ -9,7 +9,7 @@ import pytest
 
 from service.compat.swebench import to_item
 
-from .conftest import start_server, stop_server
+from .conftest import serving
 from .old_python_image import PYTESTS, mirror_problem
 from .old_python_image import build as build_old
 from .own_image import PYTHON, TESTBED, build
@@ -20,13 +20,9 @@ from .test_own_image import TASK
 @pytest.fixture(scope="module")
 def env_api():
     ref = build(TASK)
-    proc, url = start_server({"REWARDBOX_BACKEND": "docker", "REWARDBOX_SESSION_POOL_SIZE": "1"})
-    try:
-        with httpx.Client(base_url=url, timeout=300) as client:
-            client.image = ref  # type: ignore[attr-defined]
-            yield client
-    finally:
-        stop_server(proc)
+    with serving({"REWARDBOX_BACKEND": "docker", "REWARDBOX_SESSION_POOL_SIZE": "1"}) as client:
+        client.image = ref  # type: ignore[attr-defined]
+        yield client
 
 
 def item(api, patch: str, image: str | None = None) -> dict:

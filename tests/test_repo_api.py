@@ -18,7 +18,7 @@ from rewardbox.archive import repo_archive
 from service.compat import swebench
 from service.repos.benchmark import tasks
 
-from .conftest import start_server, stop_server
+from .conftest import serving
 from .repo_hacks import HACKS, hack_patch, repo_diff
 
 TASKS = tasks()
@@ -33,12 +33,8 @@ LIMITS_ENV = {"REWARDBOX_REPO_MAX_ARCHIVE_MB": str(300 / 1024), "REWARDBOX_REPO_
 @pytest.fixture(scope="module")
 def small():
     """A server of its own with small repository limits and store budget."""
-    proc, url = start_server(LIMITS_ENV)
-    try:
-        with httpx.Client(base_url=url, timeout=300) as client:
-            yield client
-    finally:
-        stop_server(proc)
+    with serving(LIMITS_ENV) as client:
+        yield client
 
 
 def tar_gz(members: list[tuple[tarfile.TarInfo, bytes | None]]) -> bytes:

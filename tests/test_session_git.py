@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 import secrets
 
-import httpx
 import pytest
 
 from rewardbox.archive import repo_archive
 
-from .conftest import BACKENDS, start_server, stop_server
+from .conftest import BACKENDS, serving
 from .session_calls import open_session, upload
 
 CALC = {
@@ -31,13 +30,9 @@ SITE = "/scratch/c/.rewardbox-site"
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def api(request):
-    proc, url = start_server({"REWARDBOX_BACKEND": request.param, "REWARDBOX_POOL_SIZE": "1",
-                              "REWARDBOX_SESSION_POOL_SIZE": "2"})
-    try:
-        with httpx.Client(base_url=url, timeout=300) as client:
-            yield client
-    finally:
-        stop_server(proc)
+    with serving({"REWARDBOX_BACKEND": request.param, "REWARDBOX_POOL_SIZE": "1",
+                  "REWARDBOX_SESSION_POOL_SIZE": "2"}) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
@@ -264,13 +259,9 @@ def test_a_package_installed_by_the_session_is_not_in_its_reward(api, calc_id):
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def no_git(request):
-    proc, url = start_server({"REWARDBOX_BACKEND": request.param, "REWARDBOX_POOL_SIZE": "1",
-                              "REWARDBOX_SESSION_POOL_SIZE": "1", "REWARDBOX_SESSION_GIT": "0"})
-    try:
-        with httpx.Client(base_url=url, timeout=300) as client:
-            yield client
-    finally:
-        stop_server(proc)
+    with serving({"REWARDBOX_BACKEND": request.param, "REWARDBOX_POOL_SIZE": "1",
+                  "REWARDBOX_SESSION_POOL_SIZE": "1", "REWARDBOX_SESSION_GIT": "0"}) as client:
+        yield client
 
 
 def test_with_session_git_off_the_workspace_is_no_repository(no_git):

@@ -20,7 +20,7 @@ from rewardbox.archive import repo_archive
 from service.compat import swebench
 from service.repos.benchmark import tasks
 
-from .conftest import BACKENDS, start_server, stop_server
+from .conftest import BACKENDS, serving
 from .repo_hacks import HACKS
 from .session_calls import open_session, upload
 from .test_sandbox_security import FORK_BOMB_ESCAPING
@@ -37,14 +37,10 @@ TOOLZ = next(t for t in tasks() if t["instance_id"] == "toolz-1.2.0-bug0")
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def api(request):
-    proc, url = start_server({"REWARDBOX_BACKEND": request.param, "REWARDBOX_POOL_SIZE": "1",
-                              "REWARDBOX_SESSION_POOL_SIZE": "2", "REWARDBOX_SESSIONS_MAX": "128"})
-    try:
-        with httpx.Client(base_url=url, timeout=300) as client:
-            client.backend = request.param
-            yield client
-    finally:
-        stop_server(proc)
+    with serving({"REWARDBOX_BACKEND": request.param, "REWARDBOX_POOL_SIZE": "1",
+                  "REWARDBOX_SESSION_POOL_SIZE": "2", "REWARDBOX_SESSIONS_MAX": "128"}) as client:
+        client.backend = request.param
+        yield client
 
 
 @pytest.fixture(scope="module")
@@ -393,14 +389,10 @@ def test_32_sessions_at_once_each_running_commands(api, calc_id):
 
 @pytest.fixture(scope="module")
 def capped():
-    proc, url = start_server({"REWARDBOX_BACKEND": BACKENDS[0], "REWARDBOX_POOL_SIZE": "1",
-                              "REWARDBOX_SESSION_POOL_SIZE": "1", "REWARDBOX_SESSIONS_MAX": "2",
-                              "REWARDBOX_SESSIONS_MAX_MB": str(300 / (1 << 20))})
-    try:
-        with httpx.Client(base_url=url, timeout=300) as client:
-            yield client
-    finally:
-        stop_server(proc)
+    with serving({"REWARDBOX_BACKEND": BACKENDS[0], "REWARDBOX_POOL_SIZE": "1",
+                  "REWARDBOX_SESSION_POOL_SIZE": "1", "REWARDBOX_SESSIONS_MAX": "2",
+                  "REWARDBOX_SESSIONS_MAX_MB": str(300 / (1 << 20))}) as client:
+        yield client
 
 
 def test_admission_caps_open_sessions_and_their_bytes_with_429_and_retry_after(capped):
