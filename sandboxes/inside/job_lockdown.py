@@ -85,7 +85,8 @@ def enter_job(uid: int, limits: dict, cwd: str, oom_adj: int | None = None) -> N
     ):
         resource.setrlimit(res, value)
     os.umask(0o077)
-    seccomp.install()
+
+    seccomp.install()  # also sets no_new_privs, which Landlock needs
     landlock.restrict(WRITABLE_ROOTS)
 
 
@@ -209,10 +210,15 @@ def _case_streams() -> tuple:
         os.dup2(fd, target)
     for fd in (stdin, r, w):
         os.close(fd)
-    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the standard streams of this process
-    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
-    return sys.stdin, sys.stdout, sys.stderr
+    streams = sys.stdin, sys.stdout, sys.stderr = _standard_streams()  # bound here: a case rebinds the same ones
+    return streams
+
+
+def _standard_streams() -> tuple:
+    """Fresh standard streams over this process's descriptors 0-2, as the interpreter makes them."""
+    return (open(0, closefd=False),  # noqa: SIM115 - the standard streams of this process
+            open(1, "w", closefd=False),  # noqa: SIM115
+            open(2, "w", closefd=False, errors="backslashreplace"))  # noqa: SIM115
 
 
 def run_prepared_main() -> None:
@@ -243,16 +249,10 @@ def _run_main(compiled: object, main: types.ModuleType, streams: tuple | None = 
     """Run compiled in main with the interpreter's exit semantics and fresh standard streams (streams: made for
     this process's descriptors 0-2 already, _case_streams); failed: the error compiling it (reported as the
     interpreter would). Never returns."""
-
     # As the interpreter does at start-up: a write to a closed pipe raises BrokenPipeError rather than killing
     # the program (SIGXFSZ stays default: a file over RLIMIT_FSIZE ends the job as output_limit).
     _signal.signal(_SIGPIPE, _signal.SIG_IGN)  # signal.signal's enum conversions: ~20 page faults per process
-    if streams is None:
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - rebinding the standard streams of this process
-        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
-    else:
-        sys.stdin, sys.stdout, sys.stderr = streams
+    sys.stdin, sys.stdout, sys.stderr = streams or _standard_streams()
     code_status = 0
     try:
         if failed is not None:
