@@ -57,7 +57,7 @@ async def _io(run: ProgramRun, build: Build) -> Outcome:
                                           files=one.files, env=one.env)
     runs = [memory_checked(run.language, r, run.limits.memory_mb) for r in runs]
     outcome = from_runs(runs, [c.stdout for c in cases], run.tests.compare)
-    outcome.details["io"] = {"path": io_cases.path_of(jobs), "jobs": len(jobs)}
+    outcome.details["io"] = io_cases.details_of(jobs)
     return outcome
 
 

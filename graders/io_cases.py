@@ -28,6 +28,13 @@ def path_of(jobs: Sequence[Result]) -> str:
     return COMPILED_ONCE_PATH if jobs and all(j.timings.get("compiled_once") for j in jobs) else PATH
 
 
+def details_of(jobs: Sequence[Result]) -> dict[str, Any]:
+    """details.io of an item's cases jobs: the path, the number of jobs, and how many cases a locked case zygote
+    started (sandboxes/inside/locked_cases.py; the others locked themselves down, as a lone run does)."""
+    return {"path": path_of(jobs), "jobs": len(jobs),
+            "locked_cases": sum(int(j.timings.get("locked_zygote") or 0) for j in jobs)}
+
+
 def chunks(stdins: Sequence[str], limit: int = JOB_INPUT_BYTES) -> list[list[str]]:
     """The stdins in order, cut into runs of at most limit bytes (a larger single stdin goes alone)."""
     out: list[list[str]] = []

@@ -69,7 +69,7 @@ async def _io(run: ProgramRun) -> Outcome:
     runs, jobs = await io_cases.run_cases(run.pool, program, [c.stdin for c in cases], run.limits,
                                           account=run.account)
     outcome = _accounted(from_runs(runs, [c.stdout for c in cases], run.tests.compare), jobs)
-    outcome.details["io"] = {"path": io_cases.path_of(jobs), "jobs": len(jobs)}
+    outcome.details["io"] = io_cases.details_of(jobs)
     return outcome
 
 

@@ -44,7 +44,8 @@ REPLY_KEYS (tests/test_protocol_units.py checks that the two sides list the same
                            of them), peak_memory_kb their largest.
   trace             str?   a fault of ours: the runner's stack trace. Not part of the Result: the pool logs it.
   timings           dict   judge jobs: milestones of the job in ms (candidate spawned, loaded, judge done); cases
-                           jobs: {"compiled_once": 0 | 1, "compile_cpu_ms"} (which path ran, inside/cases.py).
+                           jobs: {"compiled_once": 0 | 1, "compile_cpu_ms", "locked_zygote": cases started by
+                           a locked case zygote} (which path ran, inside/cases.py, inside/locked_cases.py).
   files_kb          int    judge jobs: peak KiB the job wrote to its tmpfs (read inside by measure.py); not decoded.
   processes         list   judge jobs: how each candidate process ended; carried for diagnostics, not decoded.
 

@@ -67,7 +67,7 @@ async def test_all_cases_of_an_item_travel_as_one_job(pool):
     outcome = await run_tests(recording, "print(input())", io(*[(str(i), str(i)) for i in range(30)]), LIMITS)
     assert outcome.status == "passed"
     assert [job.op for job in recording.jobs] == ["cases"]
-    assert outcome.details["io"] == {"path": "cases_job+compiled_once", "jobs": 1}
+    assert outcome.details["io"] == {"path": "cases_job+compiled_once", "jobs": 1, "locked_cases": 30}
 
 
 PLANT = """import os, sys, time
@@ -153,7 +153,7 @@ async def test_a_compiled_program_is_built_once_for_its_forty_cases(pool, builde
     assert [job.op for job in recording.jobs if job not in compiles][-1:] == ["cases"]  # after the compile (and the
     assert sum(job.op == "cases" for job in recording.jobs) == 1  # compiler's version): every case in one job
     assert len(outcome.verdicts) == 40
-    assert outcome.details["io"] == {"path": "cases_job", "jobs": 1}
+    assert outcome.details["io"] == {"path": "cases_job", "jobs": 1, "locked_cases": 40}
 
 
 CPP_DISPATCH = """#include <cstdio>
@@ -223,7 +223,7 @@ async def test_cases_whose_output_would_overflow_one_reply_go_on_in_another_job(
     outcome = await run_tests(recording, code, io(*[(str(i), blob + str(i)) for i in range(14)]), LIMITS)
     assert [v.passed for v in outcome.verdicts] == [True] * 14, [v.status for v in outcome.verdicts]
     assert [job.op for job in recording.jobs] == ["cases", "cases"]
-    assert outcome.details["io"] == {"path": "cases_job+compiled_once", "jobs": 2}
+    assert outcome.details["io"] == {"path": "cases_job+compiled_once", "jobs": 2, "locked_cases": 14}
 
 
 CPP_LEAVE = """#include <cstdio>
@@ -233,11 +233,12 @@ CPP_LEAVE = """#include <cstdio>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <vector>
-static int others() {  // processes of this uid besides this one
+static int others() {  // processes of this uid besides this one and the zygote that spawned it (locked_cases)
   int n = 0;
   DIR* d = opendir("/proc");
   while (struct dirent* e = readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9' || atoi(e->d_name) == getpid()) continue;
+    if (e->d_name[0] < '0' || e->d_name[0] > '9' || atoi(e->d_name) == getpid() || atoi(e->d_name) == getppid())
+      continue;
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%s/status", e->d_name);
     FILE* f = fopen(path, "r");
@@ -266,8 +267,9 @@ int main() {
 
 
 async def test_a_compiled_case_leaves_no_process_file_or_memory_to_the_next(pool, builder):
-    # each case of a compiled program is a fork of the zygote that execs the binary (zygotes._fork): what one case
-    # forks, writes or exhausts is gone before the next case starts
+    # each case of a compiled program is spawned by the job's locked case zygote (locked_cases.py): what one case
+    # forks, writes or exhausts is gone before the next case starts (a case that leaves anything loses that zygote:
+    # the rest fork from the lean zygote, as they did before, and see the same)
     clean = ("look", "look files 0 0 others 0")
     left = ("leave", "leave files 1 1 others 1")
     outcome = await run_tests(pool, CPP_LEAVE, io(left, clean, ("memory", ""), clean, left, clean), LIMITS, "cpp",

@@ -1,7 +1,8 @@
-"""io cases forked from a prepared case zygote (zygotes._case_zygote, job_lockdown.prepare_main), for real on both
-backends: what a case's program sees of its process (standard streams, sys, environment, descriptors, modules) is
-what the same program sees when it runs alone (one case: a fork of the lean zygote that sets itself up), and the
-interpreter's exit semantics (threads joined, atexit, flushes, errors as the interpreter prints them) hold."""
+"""io cases forked from a prepared case zygote (zygotes._case_zygote, job_lockdown.prepare_main), locked down as the
+job (locked_cases.py), for real on both backends: what a case's program sees of its process (standard streams, sys,
+environment, descriptors, modules, limits) is what the same program sees when it runs alone (one case: a fork of the
+lean zygote that sets itself up), and the interpreter's exit semantics (threads joined, atexit, flushes, errors as
+the interpreter prints them) hold."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from sandboxes import CasesJob, Limits
 
 LIMITS = Limits(wall_s=5, cpu_s=5, total_s=60)
 
-PROBE = r"""import os, stat, sys
+PROBE = r"""import os, resource, stat, sys
 data = sys.stdin.read()
 first = {
     "input": data,
@@ -24,7 +25,12 @@ first = {
                                                    "protocol", "cases", "seccomp", "landlock", "usage", "cleanup"}),
     "threading": "threading" in sys.modules,
     "ids": [os.getuid() == os.geteuid() == os.getgid() != 0, os.getgroups()],  # the uid: each sandbox its own
-    "limits": open("/proc/self/limits").read().splitlines()[1:],
+    # the process limit as room: a locked case zygote (locked_cases.py) is one of the uid's processes, so its cases'
+    # limit is one higher, for the same number of processes the program may start
+    "limits": [line for line in open("/proc/self/limits").read().splitlines()[1:] if "processes" not in line],
+    "process_room": resource.getrlimit(resource.RLIMIT_NPROC)[0] - sum(
+        1 for p in os.listdir("/proc") if p.isdigit() and os.path.exists(f"/proc/{p}/status")
+        and f"Uid:\t{os.getuid()}\t" in open(f"/proc/{p}/status").read()),
 }
 sys.stdin.seek(0)
 first["reread"] = sys.stdin.read() == data

@@ -3,9 +3,11 @@
 The host sends the program once with the stdin of every case (never the expected outputs: the host compares); the
 runner forks one process per case from the zygote, as a run job does, under that case's limits, and answers once
 with every case's record. So a case costs a fork and its own run, not a host round trip and a job's set-up.
-A Python program's cases fork from a case zygote that compiled the program once (runner._case_zygote; its
-compile CPU joins the job's cpu_ms; reply timings = {"compiled_once", "compile_cpu_ms"}), so a case skips the
-compile. The stdins arrive as raw bytes (wire.read_blob), each written to its case's memfd as it came.
+A Python program's cases fork from a case zygote that compiled the program once (zygotes._case_zygote; its
+compile CPU joins the job's cpu_ms), so a case skips the compile; that zygote, and a compiled program's, is locked
+down as the job once (locked_cases.py), so a case skips the lock-down too (a compiled program's is a posix_spawn).
+Reply timings = {"compiled_once", "compile_cpu_ms", "locked_zygote": how many cases the locked zygote started}.
+The stdins arrive as raw bytes (wire.read_blob), each written to its case's memfd as it came.
 
 Each case's stdin is a sealed memfd (fd 0), not a pipe: the program reads it directly, and no case can change
 it. Between two cases of the item the runner kills every process of the job uid and wipes the files it owns, as it
@@ -29,9 +31,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import select
 import time
+from collections.abc import Callable
 
 import usage
+from zygotes import ZygoteLost
 
 # The reply is one frame (wire.MAX_FRAME, 64 MiB) of JSON, where a byte of output takes up to 6 characters (\u0000).
 REPLY_BUDGET = 48 << 20
@@ -56,22 +61,37 @@ def _run_cases(runner, proc_class, reply, uid: int, cwd: str, program: dict, fil
                stdins: list, limits: dict, shared: set[str]) -> dict:
     deadline = time.monotonic() + float(limits["total_s"])
     started = None
-    if _compiled_once(program) and len(stdins) > 1:
+    if len(stdins) > 1 and (_compiled_once(program) or ("argv" in program and not files)):
         started = runner.start_case_zygote(program, env, limits,
                                            min(deadline, time.monotonic() + float(limits["wall_s"])))
+    if started is not None and "argv" in program and not started[2].get("locked"):
+        runner.end_case_zygote(started[0], started[1], kill=True)  # an exec'd program's serves only locked
+        started = None
     if started is None:
-        res = _each_case(runner, proc_class, reply, runner.lean_zygote, uid, cwd, program, files, env, stdins, limits,
-                         shared, deadline)
-        res["timings"] = {"compiled_once": 0}
+        res, _ = _each_case(runner, proc_class, reply, runner.lean_zygote, uid, cwd, program, files, env, stdins,
+                            limits, shared, deadline)
+        res["timings"] = {"compiled_once": 0, "locked_zygote": 0}
         return res
     case_zygote, job_id, ready = started
+    locked = bool(ready.get("locked"))
+    ended: list[bool] = []
+
+    def lose() -> None:  # the locked zygote is lost (a case killed or stopped it, or left something behind)
+        if not ended:
+            ended.append(True)
+            runner.stop_uid(uid)
+            runner.end_case_zygote(case_zygote, job_id, kill=True)
+
     try:  # prepared: the case zygote holds the program and its environment (files: shared, or none)
-        res = _each_case(runner, proc_class, reply, case_zygote, uid, cwd, program, files, env, stdins, limits,
-                         shared, deadline, prepared=bool(ready.get("prepared")) and not files)
+        res, unlocked = _each_case(runner, proc_class, reply, case_zygote, uid, cwd, program, files, env, stdins,
+                                   limits, shared, deadline, prepared=bool(ready.get("prepared")) and not files,
+                                   lose=lose if locked else None)
     finally:
-        runner.end_case_zygote(case_zygote, job_id)
+        if not ended:
+            runner.end_case_zygote(case_zygote, job_id, kill=locked)  # a case may have stopped a locked one
     res["cpu_ms"] += float(ready.get("cpu_ms", 0.0))  # the compile, done once for all the cases: the program's
-    res["timings"] = {"compiled_once": 1 if ready.get("preloaded") else 0, "compile_cpu_ms": ready.get("cpu_ms")}
+    res["timings"] = {"compiled_once": 1 if ready.get("preloaded") else 0, "compile_cpu_ms": ready.get("cpu_ms"),
+                      "locked_zygote": len(res["cases"]) - unlocked if locked else 0}
     return res
 
 
@@ -83,12 +103,17 @@ def _compiled_once(program: dict) -> bool:
 
 def _each_case(runner, proc_class, reply, zygote, uid: int, cwd: str, program: dict, files: dict | None,
                env: dict | None, stdins: list, limits: dict, shared: set[str], deadline: float,
-               prepared: bool = False) -> dict:
+               prepared: bool = False, lose: Callable[[], None] | None = None) -> tuple[dict, int]:
+    """The job's reply, and how many cases ran from an unlocked zygote. lose: given when zygote is a locked case
+    zygote (locked_cases.py), called when a case loses it (killed or stopped it, or left something behind that the
+    clean-up killed it with); that case then runs again, and the rest run, from the lean zygote, each locking
+    itself down."""
     reply_left = REPLY_BUDGET
     worst_case = 2 * int(limits["output_bytes"]) * JSON_WORST + 4096  # one case's record, encoded, at most
     records: list[dict] = []
     files_kb = 0
     left_behind = False
+    unlocked = 0
     for stdin in stdins:
         now = time.monotonic()
         if now >= deadline:
@@ -99,26 +124,57 @@ def _each_case(runner, proc_class, reply, zygote, uid: int, cwd: str, program: d
             continue
         if records and reply_left < worst_case:  # its output might not fit this reply: the rest in another job
             break
-        proc = proc_class(runner, zygote, uid, cwd, limits)
-        runner.used_uids.add(uid)
         files_before = usage.files_written_kb()
+        case_deadline = min(now + float(limits["wall_s"]), deadline)
+        try:
+            record = _one_case(runner, proc_class, zygote, uid, cwd, program, files, env, stdin, limits,
+                               case_deadline, prepared, lose is not None)
+        except ZygoteLost as e:
+            if lose is None or e.zygote is not zygote:
+                raise
+            lose()
+            zygote, prepared, lose = runner.lean_zygote, False, None
+            case_deadline = min(time.monotonic() + float(limits["wall_s"]), deadline)  # the case's own time again
+            record = _one_case(runner, proc_class, zygote, uid, cwd, program, files, env, stdin, limits,
+                               case_deadline, prepared, False)
+        if lose is None:
+            unlocked += 1
+        reply_left -= _encoded(record["stdout"]) + _encoded(record["stderr"]) + 4096
+        files_kb = max(files_kb, usage.files_written_kb() - files_before)
+        records.append(record)
+        # the next case starts with no process and no file of this one (the shared files are root's: untouched);
+        # a locked zygote may stay only when nothing else is left (else the clean-up kills it too)
+        left_behind = not runner.clean_uid(uid, expected=shared, keep=zygote.pid if lose is not None else 0)
+        runner.reap()
+    return reply("ok", cases=records, cpu_ms=sum(r.get("cpu_ms", 0.0) for r in records),
+                 peak_memory_kb=max((r.get("peak_memory_kb", 0) for r in records), default=0),
+                 wall_ms=sum(r.get("wall_ms", 0.0) for r in records), files_kb=files_kb), unlocked
+
+
+def _one_case(runner, proc_class, zygote, uid: int, cwd: str, program: dict, files: dict | None, env: dict | None,
+              stdin, limits: dict, case_deadline: float, prepared: bool, locked: bool) -> dict:
+    """Run one case to its end; its run record. A locked zygote's answers are awaited no longer than the case's
+    deadline (a case can stop that zygote): ZygoteLost then."""
+    proc = proc_class(runner, zygote, uid, cwd, limits)
+    runner.used_uids.add(uid)
+    try:
         try:
             data = stdin if isinstance(stdin, memoryview) else str(stdin).encode()  # raw from the host, or JSON's
         except UnicodeError:  # Proc refuses it as it refuses a run job's (the host's validation stops it first)
             proc.start(program, str(stdin), files, env)
         else:
-            proc.start(program, "", files, env, stdin_file=_input_file(data), prepared=prepared)
-        proc.wait_until(min(now + float(limits["wall_s"]), deadline))
-        record = proc.result()
-        reply_left -= _encoded(record["stdout"]) + _encoded(record["stderr"]) + 4096
-        files_kb = max(files_kb, usage.files_written_kb() - files_before)
-        records.append(record)
-        # the next case starts with no process and no file of this one (the shared files are root's: untouched)
-        left_behind = not runner.clean_uid(uid, expected=shared)
-        runner.reap()
-    return reply("ok", cases=records, cpu_ms=sum(r.get("cpu_ms", 0.0) for r in records),
-                 peak_memory_kb=max((r.get("peak_memory_kb", 0) for r in records), default=0),
-                 wall_ms=sum(r.get("wall_ms", 0.0) for r in records), files_kb=files_kb)
+            proc.start(program, "", files, env, stdin_file=_input_file(data), prepared=prepared, locked=locked,
+                       wait=not locked)
+            if locked:
+                ready, _, _ = select.select([zygote.sock], [], [], max(0.0, case_deadline - time.monotonic()))
+                if not ready:
+                    raise ZygoteLost(zygote, "did not answer")
+                proc.spawned()
+        proc.wait_until(case_deadline)
+    except ZygoteLost:
+        proc.abandon()
+        raise
+    return proc.result()
 
 
 def _input_file(data: bytes | memoryview) -> int:

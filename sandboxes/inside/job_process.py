@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from cleanup import _kill_quietly
+from job_lockdown import _own_standard_streams
 from protocol import reply, write_payload
-from zygotes import SPAWN_FAILED, Zygote
+from zygotes import SPAWN_FAILED, Zygote, ZygoteLost
 
 if TYPE_CHECKING:
     from runner import Runner
@@ -39,14 +40,16 @@ class Proc:
         self.fds: dict[int, str] = {}
         self.stdin_w: int | None = None
         self.stdin_data = b""
+        self.locked = False
 
     def start(self, program: dict, stdin: str, files: dict | None, env: dict | None, extra_fds=(),
-              wait: bool = True, stdin_file: int | None = None, prepared: bool = False) -> None:
+              wait: bool = True, stdin_file: int | None = None, prepared: bool = False, locked: bool = False) -> None:
         """Spawn the process (extra_fds become its fds 3, 4, ...; they are closed here). Input that cannot be
         encoded ends the job here, before anything runs. wait=False: only the request is sent; spawned() waits
         for the zygote's answer. stdin_file: a read-only descriptor of a file holding the input (cases.py), given
         as fd 0 instead of a pipe the runner feeds (closed here). prepared: the zygote is a case zygote that holds
-        the program, its files and environment ready (zygotes._case_zygote): no payload is sent."""
+        the program, its files and environment ready (zygotes._case_zygote): no payload is sent. locked: that
+        zygote runs as the job (locked_cases.py): the runner gives the job its pipes, which the zygote cannot."""
         self.runner.used_uids.add(self.uid)
         self.oom_before = self.runner._oom_kills()
         self.started = time.monotonic()
@@ -66,6 +69,9 @@ class Proc:
                 os.set_blocking(fd, False)
         self.fds = {out_r: "stdout", err_r: "stderr"}
         self.stdin_w = in_w
+        self.locked = locked
+        if locked:
+            _own_standard_streams([in_r, out_w, err_w], self.uid)
         req = {"role": "job", "uid": self.uid, "cwd": self.cwd, "limits": self.limits}
         if "argv" in program:  # exec'd: the zygote may fork it without Python's after-fork work (zygotes._fork)
             req["exec"] = True
@@ -85,6 +91,13 @@ class Proc:
         if "spawn_error" in reply:
             self.spawn_error = str(reply["spawn_error"])[:2000]
         self.pid = reply["pid"]
+
+    def abandon(self) -> None:
+        """Close the runner's ends (its zygote was lost: the case runs again in another Proc)."""
+        for fd in list(self.fds):
+            os.close(fd)
+        self.fds.clear()
+        self._close_stdin()
 
     def _close_stdin(self) -> None:
         if self.stdin_w is not None:
@@ -153,8 +166,11 @@ class Proc:
             self.killed_for = reason
         if self.pid:
             _kill_quietly(self.pid)
-            if self.killed_for != "ok":  # not the routine end of a judge's candidate: the clean-up suffices there
-                self.runner.stop_uid(self.uid)  # its escaped descendants too (a Proc's uid runs nothing else)
+            # its escaped descendants too (a Proc's uid runs nothing else), except for the routine end of a judge's
+            # candidate, and under a locked case zygote (another process of the uid, which must report this one's
+            # end): the clean-up after the case kills them there
+            if self.killed_for != "ok" and not self.locked:
+                self.runner.stop_uid(self.uid)
 
     def wait_until(self, deadline: float) -> None:
         """Pump until the process exits and its pipes are drained, killing it at the deadline."""
@@ -163,6 +179,8 @@ class Proc:
         while self.exit is None or self.fds:
             now = time.monotonic()
             if now >= deadline:
+                if self.exit is None and self.locked and self.killed_for:  # killed, yet its zygote says nothing:
+                    raise ZygoteLost(self.zygote, "did not report a case's end")  # a case stopped it
                 if self.exit is None:
                     self.kill("timeout")
                     deadline = now + 2.0  # the kill must land; pipes held by escaped children get closed too

@@ -20,11 +20,14 @@ Processes (all inside the sandbox):
   * lean zygote: forked like the others but importing nothing more than the runner has at that point (no
     threading: its at-fork hook alone costs every forked process ~0.3 ms of CPU, counted as the program's); the
     cases of io items fork from it (cases.py), a compiled program's directly;
-  * case zygote: forked by the lean zygote for one cases job of a Python program (cases.py), with that job's
-    program only; it compiles it once (runs none of it), prepares what each case would do before the program's
-    first line (environment, sys.path, our modules out of sys.modules, a fresh __main__, the standard streams:
-    job_lockdown.prepare_main), and forks every case of the job from that (_case_zygote), then exits. Each case
-    still locks itself down as any job process (uid, rlimits, seccomp, Landlock) before the program runs.
+  * case zygote: forked by the lean zygote for one cases job (cases.py), with that job's program only. For a
+    Python program it compiles it once (runs none of it) and prepares what each case would do before the
+    program's first line (environment, sys.path, our modules out of sys.modules, a fresh __main__, the standard
+    streams: job_lockdown.prepare_main). Then it locks itself down as the job (locked_cases.py: the job uid,
+    rlimits, seccomp, Landlock, once for all the cases) and starts every case of the job: a fork that runs the
+    prepared program, or a posix_spawn of the compiled one; it exits with the job. A case that kills, stops or
+    changes it, or leaves anything behind, loses it: that case (if unreported) and the rest then fork from the
+    lean zygote, each locking itself down as any job process.
 - linter servers (node_lint.py): pylint (lint_server.py) and, on first use, eslint, each under its own uid with
   the job rlimits and seccomp (no job can read, signal or feed them). pylint lints each program in a fork of its
   warm process, so nothing a program does to the linter's state reaches the next; eslint builds a fresh Linter per
@@ -238,11 +241,13 @@ class Runner:
                 return None
             time.sleep(0.0002)
 
-    def clean_uid(self, uid: int, expected: set[str] | frozenset[str] = frozenset()) -> bool:
+    def clean_uid(self, uid: int, expected: set[str] | frozenset[str] = frozenset(), keep: int = 0) -> bool:
         """Kill every process of uid and wipe the files it owns. True when nothing is left behind. expected: names
-        in uid's home that are not its own (root's read-only files of a cases job, cases.py)."""
+        in uid's home that are not its own (root's read-only files of a cases job, cases.py). keep: a process of
+        uid that may stay when nothing else is left (a locked case zygote, locked_cases.py); if anything else is,
+        it is killed with the rest."""
         if (uid == self.cand_uid and all(_empty(root) for root in SHARED_ROOTS)
-                and _only(self.dirs[uid], expected) and not _pids_of_uid(uid)):  # the cheaper checks first
+                and _only(self.dirs[uid], expected) and not [p for p in _pids_of_uid(uid) if p != keep]):
             return True  # nothing running, nothing written: no cleaner needed (the common case)
         pid = self._fork()
         if pid == 0:
@@ -292,14 +297,15 @@ class Runner:
 
     def start_case_zygote(self, program: dict, env: dict | None, limits: dict,
                           deadline: float) -> tuple[Zygote, int, dict] | None:
-        """A case zygote (_case_zygote) forked by the lean zygote for one cases job's Python program: (its channel,
-        the lean zygote's job id for it, its ready message, whose "prepared" says the cases' requests may come
-        without a payload), or None when it answered no ready message by the deadline (killed; the cases then fork
-        from the lean zygote, as before). end_case_zygote ends it."""
+        """A case zygote (_case_zygote) forked by the lean zygote for one cases job's program: (its channel, the
+        lean zygote's job id for it, its ready message, whose "prepared" says the cases' requests may come without
+        a payload and "locked" that it locked itself down as the job: locked_cases.py), or None when it answered
+        no ready message by the deadline, or could not lock down (killed; the cases then fork from the lean
+        zygote, as before). end_case_zygote ends it."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         os.set_inheritable(ours.fileno(), False)
         req = {"role": "case_zygote", "uid": self.cand_uid, "cwd": self.dirs[self.cand_uid], "limits": limits}
-        payload = write_payload({"program": program, "env": env, "prepare": True})
+        payload = write_payload({"program": program, "env": env, "prepare": True, "lock": True})
         job_id, first = self.spawn(self.lean_zygote, req, [theirs.detach(), payload])
         if "spawn_error" in first:
             ours.close()
@@ -307,7 +313,7 @@ class Runner:
         case_zygote = Zygote("case zygote", ours, int(first["pid"]))
         r, _, _ = select.select([ours], [], [], max(0.0, deadline - time.monotonic()))
         ready = case_zygote.reply(0) if r else None
-        if ready is None:
+        if ready is None or "unusable" in ready:
             self.end_case_zygote(case_zygote, job_id, kill=True)
             return None
         return case_zygote, job_id, ready

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import job_lockdown
 import landlock
+import locked_cases
 import seccomp
 import wire
 from job_lockdown import (
@@ -92,9 +93,14 @@ def _serve_spawns(ctl: socket.socket) -> None:
             wire.send(ctl, {"id": req["id"], "pid": pid, "spawn_error": error.decode(errors="replace")})
             continue
         wire.send(ctl, {"id": req["id"], "pid": pid})
-        _, status, ru = os.wait4(pid, 0)
-        wire.send(ctl, {"id": req["id"], "pid": pid, "status": status,
-                        "cpu_ms": (ru.ru_utime + ru.ru_stime) * 1000.0, "maxrss_kb": ru.ru_maxrss})
+        report_exit(ctl, req["id"], pid)
+
+
+def report_exit(ctl: socket.socket, job_id: int, pid: int) -> None:
+    """Wait for the process and tell the runner how it ended, from the kernel (wait4)."""
+    _, status, ru = os.wait4(pid, 0)
+    wire.send(ctl, {"id": job_id, "pid": pid, "status": status,
+                    "cpu_ms": (ru.ru_utime + ru.ru_stime) * 1000.0, "maxrss_kb": ru.ru_maxrss})
 
 
 _libc_fork = None  # libc's fork(), called with the GIL held (PyDLL), made once per zygote
@@ -165,13 +171,14 @@ def _zygote_child(req: dict, fds: list[int], err_w: int) -> None:
 
 
 def _case_zygote(req: dict, fds: list[int], err_w: int) -> None:
-    """A zygote for the cases of one Python program (cases.py; fds: its channel, the payload memfd): compile the
-    program once, then fork every case from here, each set up as a job process of its own (_zygote_child), so a
-    case skips the compile. Root, like the zygote, and it never runs the program: compile() runs none of its code
-    (its imports happen in each case), so every case starts from the same pristine code object and no case can
-    reach this process (another uid) nor leave anything in it. Tells the runner {"id": 0, "preloaded", "cpu_ms"}
-    (its compile CPU, the program's cost) once compiled. A source that does not compile is left to each case,
-    which fails on it exactly as before. Never returns."""
+    """A zygote for the cases of one program (cases.py; fds: its channel, the payload memfd). A Python program is
+    compiled once here and prepared (job_lockdown.prepare_main), so a case skips the compile and the set-up before
+    the program's first line; compile() runs none of its code (its imports happen in each case), so every case
+    starts from the same pristine code object. Then, asked to ("lock"), it locks itself down as the job and starts
+    the cases itself (locked_cases.py): nothing of the job's data lives on in it, and it exits with the job.
+    Tells the runner {"id": 0, "preloaded", "cpu_ms", "prepared", "locked"} once ready (cpu_ms: its compile CPU,
+    the program's cost). A source that does not compile is left to each case, which fails on it exactly as
+    before; a zygote that cannot lock down answers {"unusable"} and exits. Never returns."""
     import gc
 
     try:
@@ -209,6 +216,14 @@ def _case_zygote(req: dict, fds: list[int], err_w: int) -> None:
                 ready["prepared"] = True
             except Exception:  # noqa: BLE001, S110 - each case then sets itself up from its payload, as before
                 job_lockdown.prepared = None
+    locked = None
+    if payload.get("lock"):  # every case's lock-down done once, here (locked_cases.py)
+        try:
+            locked = locked_cases.lock(req, program, payload.get("env"))
+        except BaseException as e:  # noqa: BLE001 - half locked: this zygote can serve nothing; the runner goes on
+            wire.send(ctl, {"id": 0, "unusable": _setup_failure(e)})  # without it
+            os._exit(SPAWN_FAILED)
+        ready["locked"] = locked is not None
     del payload, program, code
     gc.collect()
     gc.freeze()  # the code object too: the cases' collectors leave it alone, fewer pages copied
@@ -216,6 +231,8 @@ def _case_zygote(req: dict, fds: list[int], err_w: int) -> None:
         wire.send(ctl, ready)
     except OSError:
         os._exit(0)
+    if locked is not None:
+        locked_cases.serve(ctl, locked, report_exit)
     _serve_spawns(ctl)
     os._exit(0)
 
@@ -240,6 +257,15 @@ def _judge_child(req: dict, payload: dict, err_fd: int) -> None:
     os._exit(0)
 
 
+class ZygoteLost(SandboxFault):
+    """A zygote's channel failed: a fault of the sandbox, except for a locked case zygote, which a case of the job
+    it serves can kill (cases.py then goes on without it)."""
+
+    def __init__(self, zygote: Zygote, what: str) -> None:
+        super().__init__(f"the {zygote.name} {what}")
+        self.zygote = zygote
+
+
 class Zygote:
     """The runner's end of one zygote: its channel and pid, and the id of every spawn request."""
 
@@ -255,7 +281,7 @@ class Zygote:
         try:
             wire.send(self.sock, {**req, "id": self.next_id}, list(fds))
         except OSError:
-            raise SandboxFault(f"the {self.name} is gone") from None
+            raise ZygoteLost(self, "is gone") from None
         return self.next_id
 
     def reply(self, job_id: int) -> dict:
@@ -263,7 +289,7 @@ class Zygote:
         try:
             msg = wire.recv(self.sock)
         except (wire.ChannelClosed, OSError, ValueError):
-            raise SandboxFault(f"the {self.name} is gone") from None
+            raise ZygoteLost(self, "is gone") from None
         if not isinstance(msg, dict) or msg.get("id") != job_id:
-            raise SandboxFault(f"the {self.name} answered out of step")
+            raise ZygoteLost(self, "answered out of step")
         return msg
