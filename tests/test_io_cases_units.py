@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from graders.io_cases import COMPILED_ONCE_PATH, PATH, case_results, chunks, path_of
 from sandboxes import Result, Status
-from sandboxes.connection import HEADER, raw_stdins
+from sandboxes.connection import HEADER, raw_stdins, stdins_memfd
 
 
 def test_the_stdins_of_an_item_fit_one_job_when_small() -> None:
@@ -76,36 +77,56 @@ def test_only_a_python_program_run_as_main_is_compiled_once() -> None:
 
 
 def sent_and_read(message: dict) -> object:
-    """message through the host's framing (raw_stdins) and the runner's reading (wire.recv, wire.read_blob)."""
+    """message through the host's framing (raw_stdins: the stdins in a memfd sent with the frame) and the runner's
+    reading (wire.read_request)."""
     wire = inside("wire")
-    message, blob = raw_stdins(message)
+    message, stdins = raw_stdins(message)
     data = json.dumps(message).encode()
     a, b = socket.socketpair()
     with a, b:
-        a.sendall(HEADER.pack(len(data)) + data + blob)
-        return wire.read_blob(b, wire.recv(b))
+        if stdins:
+            fd = stdins_memfd(stdins)
+            socket.send_fds(a, [HEADER.pack(len(data)) + data], [fd])
+            os.close(fd)
+        else:
+            a.sendall(HEADER.pack(len(data)) + data)
+        return wire.read_request(b)
 
 
 def test_a_cases_jobs_stdins_travel_as_raw_bytes_and_arrive_whole_and_in_order() -> None:
     stdins = ["1 2\n", "", "héllo\n" * 1000, "\x00\x01"]
-    message, blob = raw_stdins({"op": "cases", "job": {"program": {"code": "x"}, "stdins": stdins}})
-    assert "stdins" not in json.dumps(message) and blob == "".join(stdins).encode()
+    message, parts = raw_stdins({"op": "cases", "job": {"program": {"code": "x"}, "stdins": stdins}})
+    assert "stdins" not in json.dumps(message) and b"".join(parts) == "".join(stdins).encode()
     got = sent_and_read({"op": "cases", "job": {"program": {"code": "x"}, "stdins": stdins}})
     assert [bytes(s) for s in got["job"]["stdins"]] == [s.encode() for s in stdins]  # type: ignore[index]
+
+
+def test_the_stdins_memfd_holds_every_part_in_order_however_many() -> None:
+    parts = [str(i).encode() * (i % 7) for i in range(3000)]  # more parts than one writev takes
+    fd = stdins_memfd(parts)
+    try:
+        assert os.pread(fd, 1 << 20, 0) == b"".join(parts)
+        with pytest.raises(OSError):  # sealed
+            os.write(fd, b"x")
+    finally:
+        os.close(fd)
 
 
 def test_other_messages_and_stdins_that_are_not_text_go_as_json() -> None:
     for message in ({"op": "run", "job": {"stdin": "x"}}, {"op": "health"},
                     {"op": "cases", "job": {"stdins": ["\ud800"]}}, {"op": "cases", "job": {"stdins": ["", ""]}}):
-        assert raw_stdins(message) == (message, b"")
+        assert raw_stdins(message) == (message, [])
         assert sent_and_read(message) == message
 
 
-def test_a_blob_whose_parts_do_not_add_up_is_refused() -> None:
+def test_a_blob_whose_parts_do_not_add_up_or_that_comes_without_its_memfd_is_refused() -> None:
     wire = inside("wire")
     data = json.dumps({"op": "cases", "blob": 4, "job": {"stdin_sizes": [1, 2]}}).encode()
-    a, b = socket.socketpair()
-    with a, b:
-        a.sendall(HEADER.pack(len(data)) + data + b"abcd")
-        with pytest.raises(ValueError):
-            wire.read_blob(b, wire.recv(b))
+    for fds in ([stdins_memfd([b"abcd"])], []):
+        a, b = socket.socketpair()
+        with a, b:
+            socket.send_fds(a, [HEADER.pack(len(data)) + data], fds)
+            with pytest.raises(ValueError):
+                wire.read_request(b)
+        for fd in fds:
+            os.close(fd)

@@ -7,7 +7,7 @@ A Python program's cases fork from a case zygote that compiled the program once 
 compile CPU joins the job's cpu_ms), so a case skips the compile; that zygote, and a compiled program's, is locked
 down as the job once (locked_cases.py), so a case skips the lock-down too (a compiled program's is a posix_spawn).
 Reply timings = {"compiled_once", "compile_cpu_ms", "locked_zygote": how many cases the locked zygote started}.
-The stdins arrive as raw bytes (wire.read_blob), each written to its case's memfd as it came.
+The stdins arrive as views of one memfd the host sent (wire.read_request), each copied into its case's memfd.
 
 Each case's stdin is a sealed memfd (fd 0), not a pipe: the program reads it directly, and no case can change
 it. Between two cases of the item the runner kills every process of the job uid and wipes the files it owns, as it

@@ -668,7 +668,7 @@ def serve(sock_path: str, uid_base: int, oom_control: str | None) -> None:
         if broken:  # while idle: say nothing (the host is not listening), hang up; the host replaces the sandbox
             os._exit(4)
         try:
-            msg = wire.read_blob(conn, wire.recv(conn))
+            msg = wire.read_request(conn)
         except (wire.ChannelClosed, OSError, ValueError):
             os._exit(0)
         runner.used_uids.clear()

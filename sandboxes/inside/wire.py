@@ -7,6 +7,7 @@ length followed by UTF-8 JSON. Frames never travel over a job's stdout, which th
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import socket
 import struct
@@ -53,24 +54,34 @@ def recv(sock: socket.socket, max_frame: int = MAX_FRAME) -> object:
     return json.loads(_recv_exact(sock, length))
 
 
-def read_blob(sock: socket.socket, msg: object) -> object:
-    """A request whose frame announced raw bytes after it ({"blob": n}, a cases job's "stdin_sizes"; the host's
-    sandboxes/connection.py raw_stdins): read them and put the stdins back into the job, as bytes."""
-    if not isinstance(msg, dict) or not msg.get("blob"):
+def read_request(sock: socket.socket) -> object:
+    """The host's next request. A cases job's stdins come as a sealed memfd attached to the frame ({"blob": n},
+    with the job's "stdin_sizes"; the host's sandboxes/connection.py raw_stdins): mapped here, and put back into
+    the job as views of that mapping, one per stdin (each case then copies its own into its stdin memfd)."""
+    msg, fds = recv_with_fds(sock)
+    try:
+        if not isinstance(msg, dict) or not msg.get("blob"):
+            if fds:
+                raise ValueError("descriptors that no job announced")
+            return msg
+        size, job = int(msg["blob"]), msg.get("job")
+        if not 0 < size <= MAX_FRAME or not isinstance(job, dict) or len(fds) != 1:
+            raise ValueError("a blob that no job announced, over the frame cap, or not one memfd")
+        if os.fstat(fds[0]).st_size != size:
+            raise ValueError("the blob's memfd is not the size announced")
+        blob = memoryview(mmap.mmap(fds[0], size, prot=mmap.PROT_READ))
+        sizes = [int(n) for n in job.pop("stdin_sizes", ())]
+        if sum(sizes) != size or any(n < 0 for n in sizes):
+            raise ValueError("the blob's parts do not add up to it")
+        stdins, at = [], 0
+        for n in sizes:
+            stdins.append(blob[at:at + n])
+            at += n
+        job["stdins"] = stdins
         return msg
-    size, job = int(msg["blob"]), msg.get("job")
-    if not 0 < size <= MAX_FRAME or not isinstance(job, dict):
-        raise ValueError("a blob that no job announced, or over the frame cap")
-    blob = memoryview(_recv_exact(sock, size))
-    sizes = [int(n) for n in job.pop("stdin_sizes", ())]
-    if sum(sizes) != size or any(n < 0 for n in sizes):
-        raise ValueError("the blob's parts do not add up to it")
-    stdins, at = [], 0
-    for n in sizes:
-        stdins.append(blob[at:at + n])
-        at += n
-    job["stdins"] = stdins
-    return msg
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def recv_with_fds(sock: socket.socket, maxfds: int = 8) -> tuple[object, list[int]]:
