@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import struct
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,25 +18,23 @@ IOV_MAX = 1024  # buffers one writev takes
 ALIVE_EVERY_S = 0.5  # while the socket is not up: how often to ask whether the sandbox still runs at all
 
 
-def raw_stdins(message: dict[str, Any]) -> tuple[dict[str, Any], list[bytes]]:
+def raw_stdins(message: dict[str, Any], files: StdinsFiles | None = None) -> tuple[dict[str, Any], int | None]:
     """A cases job's stdins as raw bytes in a sealed memfd passed with the frame (the frame says how many, and each
     one's size), not as JSON: an io item's input is megabytes, which JSON encoding here and decoding in the runner
     cost ~3 ms per MB, and which the channel's socket took ~2.4 ms of this side's CPU per MB to stream (the copies
     of asyncio's write buffer). The runner (inside/wire.py read_request) maps the memfd and splits it back. Returns
-    the message and the stdins' bytes (written by stdins_memfd). Other messages, and stdins that are not valid text
-    (the runner refuses those one by one, as before), go as they are, with no blob."""
+    the message and a descriptor of that memfd (the caller's to close), from files (STDINS_FILES by default), which
+    writes the stdins of a group's samples once. Other messages, and stdins that are not valid text (the runner
+    refuses those one by one, as before), go as they are, with no descriptor."""
     job = message.get("job")
     if message.get("op") != "cases" or not isinstance(job, dict) or not isinstance(job.get("stdins"), list):
-        return message, []
-    try:
-        parts = [s.encode() for s in job["stdins"]]
-    except (AttributeError, UnicodeError):
-        return message, []
-    size = sum(len(p) for p in parts)
-    if not size:
-        return message, []
-    job = {**{k: v for k, v in job.items() if k != "stdins"}, "stdin_sizes": [len(p) for p in parts]}
-    return {**message, "job": job, "blob": size}, parts
+        return message, None
+    got = (files or STDINS_FILES).get(job["stdins"])
+    if got is None:
+        return message, None
+    fd, sizes = got
+    job = {**{k: v for k, v in job.items() if k != "stdins"}, "stdin_sizes": sizes}
+    return {**message, "job": job, "blob": sum(sizes)}, fd
 
 
 def stdins_memfd(parts: list[bytes]) -> int:
@@ -56,6 +55,53 @@ def stdins_memfd(parts: list[bytes]) -> int:
         os.close(fd)
         raise
     return fd
+
+
+class StdinsFiles:
+    """The sealed memfds of recent cases jobs' stdins, by the identity of their strings: the samples of one problem
+    (a GRPO group, sent together) carry the very same strings of their tests, so their jobs share one memfd,
+    encoded and written once instead of once per sample (an io item's stdins are megabytes). Sealed, so no job, nor
+    anything here, can change what another job reads. It holds the strings it remembers, so their ids cannot be
+    reused while it does; at most max_bytes of stdins, the least recently used forgotten first."""
+
+    def __init__(self, max_bytes: int = 64 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple[int, ...], tuple[list[Any], int, list[int]]] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, stdins: list[Any]) -> tuple[int, list[int]] | None:
+        """(a descriptor of the memfd, the caller's to close; each stdin's size in bytes), or None when the stdins
+        are not all text, or empty."""
+        key = tuple(map(id, stdins))
+        hit = self._entries.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], stdins, strict=True)):
+            self._entries.move_to_end(key)
+            return os.dup(hit[1]), hit[2]
+        try:
+            parts = [s.encode() for s in stdins]
+        except (AttributeError, UnicodeError):
+            return None
+        sizes = [len(p) for p in parts]
+        if not sum(sizes):
+            return None
+        fd = stdins_memfd(parts)
+        if sum(sizes) > self.max_bytes:
+            return fd, sizes
+        if hit is not None:
+            self._forget(key)
+        self._entries[key] = (list(stdins), fd, sizes)
+        self._bytes += sum(sizes)
+        while self._bytes > self.max_bytes:
+            self._forget(next(iter(self._entries)))
+        return os.dup(fd), sizes
+
+    def _forget(self, key: tuple[int, ...]) -> None:
+        _, fd, sizes = self._entries.pop(key)
+        self._bytes -= sum(sizes)
+        os.close(fd)
+
+
+STDINS_FILES = StdinsFiles()
 
 
 class RunnerGone(ConnectionError):
@@ -156,12 +202,12 @@ class RunnerConnection:
             raise RunnerGone("runner not ready")
         self.ready = False
         self._next_id += 1
-        message, stdins = raw_stdins(message)
+        message, stdins_fd = raw_stdins(message)
         data = json.dumps({**message, "id": self._next_id}, separators=(",", ":")).encode()
         frame = HEADER.pack(len(data)) + data
         try:
-            if stdins:
-                await self._send_with_fd(frame, stdins)
+            if stdins_fd is not None:
+                await self._send_with_fd(frame, stdins_fd)
             else:
                 self._writer.write(frame)
             await self._writer.drain()
@@ -172,11 +218,10 @@ class RunnerConnection:
             raise RunnerGone("the runner's answer is not about this request (channel out of step)")
         return reply
 
-    async def _send_with_fd(self, frame: bytes, stdins: list[bytes]) -> None:
-        """Send frame with the stdins' memfd attached to its first bytes (SCM_RIGHTS), then the rest of it through
-        the stream. Called with nothing of ours queued (a request follows the previous reply), so the socket takes
-        at least those first bytes at once."""
-        fd = stdins_memfd(stdins)
+    async def _send_with_fd(self, frame: bytes, fd: int) -> None:
+        """Send frame with fd attached to its first bytes (SCM_RIGHTS), then the rest of it through the stream; fd
+        is closed here. Called with nothing of ours queued (a request follows the previous reply), so the socket
+        takes at least those first bytes at once."""
         try:
             await self._writer.drain()
             own = socket.socket(fileno=os.dup(self._writer.get_extra_info("socket").fileno()))  # non-blocking, as

@@ -13,7 +13,7 @@ import pytest
 
 from graders.io_cases import COMPILED_ONCE_PATH, PATH, case_results, chunks, path_of
 from sandboxes import Result, Status
-from sandboxes.connection import HEADER, raw_stdins, stdins_memfd
+from sandboxes.connection import HEADER, StdinsFiles, raw_stdins, stdins_memfd
 
 
 def test_the_stdins_of_an_item_fit_one_job_when_small() -> None:
@@ -80,25 +80,49 @@ def sent_and_read(message: dict) -> object:
     """message through the host's framing (raw_stdins: the stdins in a memfd sent with the frame) and the runner's
     reading (wire.read_request)."""
     wire = inside("wire")
-    message, stdins = raw_stdins(message)
+    message, fd = raw_stdins(message, StdinsFiles())
     data = json.dumps(message).encode()
     a, b = socket.socketpair()
     with a, b:
-        if stdins:
-            fd = stdins_memfd(stdins)
-            socket.send_fds(a, [HEADER.pack(len(data)) + data], [fd])
+        socket.send_fds(a, [HEADER.pack(len(data)) + data], [fd] if fd is not None else [])
+        if fd is not None:
             os.close(fd)
-        else:
-            a.sendall(HEADER.pack(len(data)) + data)
         return wire.read_request(b)
 
 
 def test_a_cases_jobs_stdins_travel_as_raw_bytes_and_arrive_whole_and_in_order() -> None:
     stdins = ["1 2\n", "", "héllo\n" * 1000, "\x00\x01"]
-    message, parts = raw_stdins({"op": "cases", "job": {"program": {"code": "x"}, "stdins": stdins}})
-    assert "stdins" not in json.dumps(message) and b"".join(parts) == "".join(stdins).encode()
+    message, fd = raw_stdins({"op": "cases", "job": {"program": {"code": "x"}, "stdins": stdins}}, StdinsFiles())
+    assert fd is not None and "stdins" not in json.dumps(message)
+    assert os.pread(fd, 1 << 20, 0) == "".join(stdins).encode()
+    os.close(fd)
     got = sent_and_read({"op": "cases", "job": {"program": {"code": "x"}, "stdins": stdins}})
     assert [bytes(s) for s in got["job"]["stdins"]] == [s.encode() for s in stdins]  # type: ignore[index]
+
+
+def test_the_samples_of_a_group_share_one_memfd_of_their_stdins_and_nothing_else_does() -> None:
+    files = StdinsFiles(max_bytes=1 << 20)
+    group = ["a" * 1000 + str(i) for i in range(5)]  # the very strings every sample of the group carries
+    first, sizes = files.get(group)  # type: ignore[misc]
+    again, _ = files.get(list(group))  # type: ignore[misc]
+    equal_copy, _ = files.get([s[:500] + s[500:] for s in group])  # equal strings, other objects: not shared
+    first_ino = os.fstat(first).st_ino
+    try:
+        assert first_ino == os.fstat(again).st_ino != os.fstat(equal_copy).st_ino
+        assert sizes == [1001] * 5 and os.pread(again, 1 << 20, 0) == "".join(group).encode()
+    finally:
+        for fd in (first, again, equal_copy):
+            os.close(fd)  # the caller's descriptors: the remembered memfd stays open
+    kept, _ = files.get(group)  # type: ignore[misc]
+    os.close(kept)
+    for i in range(300):  # 1 MB of other stdins: the group's memfd is forgotten (and closed), never overflowed
+        fd, _ = files.get(["x" * 5000 + str(i)])  # type: ignore[misc]
+        os.close(fd)
+    assert files._bytes <= files.max_bytes
+    fresh, _ = files.get(group)  # type: ignore[misc]
+    assert os.fstat(fresh).st_ino != first_ino  # written anew
+    os.close(fresh)
+    assert files.get(["", ""]) is None and files.get(["\ud800"]) is None
 
 
 def test_the_stdins_memfd_holds_every_part_in_order_however_many() -> None:
@@ -115,7 +139,7 @@ def test_the_stdins_memfd_holds_every_part_in_order_however_many() -> None:
 def test_other_messages_and_stdins_that_are_not_text_go_as_json() -> None:
     for message in ({"op": "run", "job": {"stdin": "x"}}, {"op": "health"},
                     {"op": "cases", "job": {"stdins": ["\ud800"]}}, {"op": "cases", "job": {"stdins": ["", ""]}}):
-        assert raw_stdins(message) == (message, [])
+        assert raw_stdins(message, StdinsFiles()) == (message, None)
         assert sent_and_read(message) == message
 
 
