@@ -92,6 +92,20 @@ async def test_a_case_that_kills_or_stops_its_zygote_gets_its_own_verdict_and_th
     assert outcome.details["io"]["locked_cases"] == 1, outcome.details
 
 
+FILES = """import os
+print(os.path.exists("/tmp/left"), os.path.exists("left"), os.path.exists("/mnt/left"), input())
+for path in ("/tmp/left", "left", "/mnt/left"):
+    open(path, "w").write("x")
+"""
+
+
+async def test_a_case_that_only_writes_files_keeps_the_zygote_and_leaves_the_next_case_none(pool):
+    cases = [(str(i), f"False False False {i}") for i in range(6)]
+    outcome = await run_tests(pool, FILES, io(*cases), LIMITS)
+    assert outcome.status == "passed", outcome.verdicts
+    assert outcome.details["io"]["locked_cases"] == 6  # the files wiped, the zygote kept
+
+
 async def test_cases_without_attacks_all_run_from_the_locked_zygote(pool):
     cases = [(str(i), str(i)) for i in range(12)]
     outcome = await run_tests(pool, "print(input())", io(*cases), LIMITS)

@@ -16,9 +16,7 @@ def _kill_every_process_as(uid: int, zombies: bool) -> bool:
     """In a forked child of the runner: become uid and SIGKILL every process of it; True when none is left.
     kill(-1) from within the uid reaches every process of it in one pass of the kernel's task list, so a fork
     racing it either is signalled or fails. With zombies, also wait until the runner has reaped them."""
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
+    _become(uid)
     # kill(-1)'s return value says nothing here (it reports success whenever other processes exist, signalled or
     # not), so look in /proc until no process of this uid is left.
     for _ in range(2000):
@@ -30,6 +28,13 @@ def _kill_every_process_as(uid: int, zombies: bool) -> bool:
             return True
         time.sleep(0.0005)  # killed ones linger as zombies until the runner reaps them
     return False
+
+
+def _become(uid: int) -> None:
+    """In a forked child of the runner: drop to uid, for good."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
 
 
 def _kill_quietly(pid: int) -> None:

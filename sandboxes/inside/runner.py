@@ -73,6 +73,7 @@ if HERE not in sys.path:
 import usage  # noqa: E402
 import wire  # noqa: E402
 from cleanup import (  # noqa: E402
+    _become,
     _empty,
     _kill_every_process_as,
     _kill_quietly,
@@ -244,15 +245,21 @@ class Runner:
     def clean_uid(self, uid: int, expected: set[str] | frozenset[str] = frozenset(), keep: int = 0) -> bool:
         """Kill every process of uid and wipe the files it owns. True when nothing is left behind. expected: names
         in uid's home that are not its own (root's read-only files of a cases job, cases.py). keep: a process of
-        uid that may stay when nothing else is left (a locked case zygote, locked_cases.py); if anything else is,
-        it is killed with the rest."""
-        if (uid == self.cand_uid and all(_empty(root) for root in SHARED_ROOTS)
-                and _only(self.dirs[uid], expected) and not [p for p in _pids_of_uid(uid) if p != keep]):
+        uid that may stay (a locked case zygote, locked_cases.py): when it is the only one, only the files are
+        wiped (it starts nothing unasked, so none can appear meanwhile); when any other is left, it is killed with
+        the rest."""
+        others = [p for p in _pids_of_uid(uid) if p != keep]
+        if (uid == self.cand_uid and not others and all(_empty(root) for root in SHARED_ROOTS)
+                and _only(self.dirs[uid], expected)):
             return True  # nothing running, nothing written: no cleaner needed (the common case)
+        wipe_only = bool(keep) and not others
         pid = self._fork()
         if pid == 0:
             try:
-                _kill_every_process_as(uid, zombies=True)
+                if wipe_only:
+                    _become(uid)
+                else:
+                    _kill_every_process_as(uid, zombies=True)
                 home = self.dirs[uid]
                 if os.stat(home).st_uid == uid:
                     os.chmod(home, 0o700)
@@ -262,7 +269,7 @@ class Runner:
             except BaseException:  # noqa: BLE001
                 os._exit(1)
         status = self._wait_child(pid, 5.0)
-        return status == 0 and not _pids_of_uid(uid)
+        return status == 0 and not [p for p in _pids_of_uid(uid) if not wipe_only or p != keep]
 
     def stop_uid(self, uid: int) -> bool:
         """Kill every process of uid now; True when none is left. A killed job's result waits for it, so that what
