@@ -43,6 +43,16 @@ try:
         os.sched_setscheduler(z, os.SCHED_IDLE, os.sched_param(0))
     elif what == "affinity":
         os.sched_setaffinity(z, {min(os.sched_getaffinity(0))})
+    elif what == "snoop":  # the zygote's memory, environment, mappings, descriptors, working directory
+        read = []
+        for name, look in (("mem", lambda p: open(p, "rb").read(1)), ("environ", lambda p: open(p, "rb").read(1)),
+                           ("maps", lambda p: open(p, "rb").read(1)), ("fd", os.listdir), ("cwd", os.readlink)):
+            try:
+                look(f"/proc/{z}/{name}")
+                read.append(name)
+            except OSError:
+                pass
+        print("read", read)
     elif what == "ioprio":
         if libc.syscall(251, 1, z, (2 << 13) | 7) != 0:
             raise OSError(ctypes.get_errno(), "ioprio_set")
@@ -97,6 +107,12 @@ print(os.path.exists("/tmp/left"), os.path.exists("left"), os.path.exists("/mnt/
 for path in ("/tmp/left", "left", "/mnt/left"):
     open(path, "w").write("x")
 """
+
+
+async def test_a_case_cannot_read_its_zygotes_memory_environment_or_descriptors(pool):
+    outcome = await _attacked(pool, PY_ATTACKS, "snoop")
+    assert outcome.verdicts[1].message.startswith("wrong output: 'read []"), outcome.verdicts[1]
+    assert outcome.details["io"]["locked_cases"] == 4, outcome.details  # nothing changed: the zygote stays
 
 
 async def test_a_case_that_only_writes_files_keeps_the_zygote_and_leaves_the_next_case_none(pool):

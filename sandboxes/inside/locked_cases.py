@@ -38,6 +38,7 @@ from job_lockdown import JOB_OOM_ADJ, _which, enter_job, place_fds
 _libc = ctypes.CDLL(None, use_errno=True)
 IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)
 IOPRIO_WHO_PROCESS = 1
+PR_SET_DUMPABLE = 4
 SPAWN_FAILED = 125
 LOCK_HEADROOM = 64 << 20  # address space the zygote keeps free for its own loop under the job's memory limit
 UNBOUNDED_CPU_S = 1 << 20  # a Python case zygote's own limit (each case takes the job's: _python_case)
@@ -68,6 +69,10 @@ def lock(req: dict, program: dict, env: dict | None) -> tuple | None:
     if target[0] == "python":
         own["cpu_s"] = UNBOUNDED_CPU_S
     enter_job(req["uid"], own, cwd, oom_adj=JOB_OOM_ADJ)
+    # not dumpable, whatever fs.suid_dumpable says: no process of the uid may read or write its memory, descriptors
+    # or environment through /proc (the uid change alone leaves it dumpable where that sysctl is 1)
+    if _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
     return target
 
 
