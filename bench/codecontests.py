@@ -22,7 +22,8 @@ program's own run on the host (the in-process executor's CPU for the same cases)
 
 Then a C++ io item with 40 cases (a fifth of them large): one compile, then every case, against running the same
 binary on the host (g++ on the host, -O2) on the very cases of each run, one `subprocess.run` per case; printed as
-ms per case of the tests stage (details.timings.tests_ms, the build cached) and of the item's wall over HTTP. Prints numbers; it is not a test.
+ms per case of the tests stage (details.timings.tests_ms, the build cached) and of the item's wall over HTTP.
+Prints numbers; it is not a test.
 """
 
 from __future__ import annotations

@@ -165,7 +165,8 @@ def _compile_main(code: str, path: str) -> object:
 
 # The runner's own machinery: never importable by a program, ours included (a program of ours imports the in-sandbox
 # libraries it was started for, e.g. repo_judge's reporter, which the warm process holds already).
-MACHINERY = ("runner", "protocol", "zygotes", "job_lockdown", "job_process", "cleanup", "wire", "seccomp")
+MACHINERY = ("runner", "protocol", "zygotes", "job_lockdown", "job_process", "cleanup", "wire", "seccomp",
+             "locked_cases", "spawn_reports")
 
 
 def _run_python_main(code: str, filename: str, ours: bool = False) -> None:

@@ -29,11 +29,11 @@ import fcntl
 import os
 import resource
 import socket
-from collections.abc import Callable
 
 import job_lockdown
 import wire
 from job_lockdown import JOB_OOM_ADJ, _which, enter_job, place_fds
+from spawn_reports import report_exit, setup_error
 
 _libc = ctypes.CDLL(None, use_errno=True)
 IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)
@@ -76,11 +76,11 @@ def lock(req: dict, program: dict, env: dict | None) -> tuple | None:
     return target
 
 
-def serve(ctl: socket.socket, target: tuple, report_exit: Callable[[socket.socket, int, int], None]) -> None:
+def serve(ctl: socket.socket, target: tuple) -> None:
     """The locked zygote's loop: one case per request ({"id"} and the case's stdin, stdout, stderr), answered as
     any zygote answers (the pid, or spawn_error; then the exit report). Exits when the runner hangs up, and a
-    spawner whose own CPU reached half of the job's limit exits before the next case. report_exit: the zygotes'
-    (handed in: nothing may be imported here any more, sys.path being the program's). Never returns."""
+    spawner whose own CPU reached half of the job's limit exits before the next case (nothing may be imported here
+    any more: sys.path is the program's). Never returns."""
     os.set_inheritable(ctl.fileno(), False)
     state = _own_state()
     while True:
@@ -143,13 +143,7 @@ def _fork_case(cpu: int, fds: list[int]) -> tuple[int, str]:
                 pass
         os._exit(SPAWN_FAILED)
     os.close(err_w)
-    error = b""
-    while chunk := os.read(err_r, 4096):
-        error += chunk
-    os.close(err_r)
-    if error:
-        os.waitpid(pid, 0)
-    return pid, error.decode(errors="replace")
+    return pid, setup_error(err_r, pid)
 
 
 RLIMITS = tuple(getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_"))

@@ -37,6 +37,7 @@ from job_lockdown import (
     write_job_files,
 )
 from protocol import SandboxFault, read_payload
+from spawn_reports import report_exit, setup_error
 
 SPAWN_FAILED = 125
 
@@ -84,23 +85,13 @@ def _serve_spawns(ctl: socket.socket) -> None:
         os.close(err_w)
         for fd in fds:
             os.close(fd)
-        error = b""
-        while chunk := os.read(err_r, 4096):
-            error += chunk
-        os.close(err_r)
+        error = setup_error(err_r, pid)
         if error:
-            os.waitpid(pid, 0)
-            wire.send(ctl, {"id": req["id"], "pid": pid, "spawn_error": error.decode(errors="replace")})
+            wire.send(ctl, {"id": req["id"], "pid": pid, "spawn_error": error})
             continue
         wire.send(ctl, {"id": req["id"], "pid": pid})
         report_exit(ctl, req["id"], pid)
 
-
-def report_exit(ctl: socket.socket, job_id: int, pid: int) -> None:
-    """Wait for the process and tell the runner how it ended, from the kernel (wait4)."""
-    _, status, ru = os.wait4(pid, 0)
-    wire.send(ctl, {"id": job_id, "pid": pid, "status": status,
-                    "cpu_ms": (ru.ru_utime + ru.ru_stime) * 1000.0, "maxrss_kb": ru.ru_maxrss})
 
 
 _libc_fork = None  # libc's fork(), called with the GIL held (PyDLL), made once per zygote
@@ -232,7 +223,7 @@ def _case_zygote(req: dict, fds: list[int], err_w: int) -> None:
     except OSError:
         os._exit(0)
     if locked is not None:
-        locked_cases.serve(ctl, locked, report_exit)
+        locked_cases.serve(ctl, locked)
     _serve_spawns(ctl)
     os._exit(0)
 
