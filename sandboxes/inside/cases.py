@@ -76,7 +76,7 @@ def _run_cases(runner, proc_class, reply, uid: int, cwd: str, program: dict, fil
     locked = bool(ready.get("locked"))
     ended: list[bool] = []
 
-    def lose() -> None:  # the locked zygote is lost (a case killed or stopped it, or left something behind)
+    def lose() -> None:  # the locked zygote is lost (a case killed, stopped or changed it, or left a process)
         if not ended:
             ended.append(True)
             runner.stop_uid(uid)
@@ -105,9 +105,9 @@ def _each_case(runner, proc_class, reply, zygote, uid: int, cwd: str, program: d
                env: dict | None, stdins: list, limits: dict, shared: set[str], deadline: float,
                prepared: bool = False, lose: Callable[[], None] | None = None) -> tuple[dict, int]:
     """The job's reply, and how many cases ran from an unlocked zygote. lose: given when zygote is a locked case
-    zygote (locked_cases.py), called when a case loses it (killed or stopped it, or left something behind that the
-    clean-up killed it with); that case then runs again, and the rest run, from the lean zygote, each locking
-    itself down."""
+    zygote (locked_cases.py), called when a case loses it (killed, stopped or changed it, or left a process behind,
+    which the clean-up killed it with); that case then runs again, and the rest run, from the lean zygote, each
+    locking itself down."""
     reply_left = REPLY_BUDGET
     worst_case = 2 * int(limits["output_bytes"]) * JSON_WORST + 4096  # one case's record, encoded, at most
     records: list[dict] = []

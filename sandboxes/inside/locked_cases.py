@@ -10,12 +10,12 @@ the binary spawned alone.
 Why no case gains over another: a case starts in exactly the state it would have reached locking itself down.
 The zygote shares the cases' uid, so a case can signal it, stop it, or change what the kernel lets any process of
 the uid change (rlimits by prlimit, nice, scheduling policy, CPU affinity, I/O priority); it can neither read nor
-change its memory (not dumpable after the uid change; ptrace and process_vm_* denied by seccomp), so it cannot
+change its memory (not dumpable, set explicitly; ptrace and process_vm_* denied by seccomp), so it cannot
 change what the zygote reports (wait4's status and rusage, from the kernel) nor what it starts next. The zygote
 checks that state before each case, when the clean-up has left no other process of the uid. A case that kills or
-stops the zygote, changes that state, or leaves any process or file behind (the clean-up then kills the zygote
-with the rest) loses it: the runner runs that case again if its end was not reported, and the rest, from the lean
-zygote, each locking itself down as before (cases.py).
+stops the zygote, changes that state, or leaves a process behind (the clean-up then kills the zygote with
+the rest; files alone are wiped without it) loses it: the runner runs that case again if its end was not
+reported, and the rest, from the lean zygote, each locking itself down as before (cases.py).
 
 The zygote's own limits are the job's with room for itself: nproc one more (it is one of the uid's processes: a
 case's limit reads one higher, for the same room); CPU: a Python case lowers its own limit to the job's right after

@@ -26,7 +26,7 @@ Processes (all inside the sandbox):
     streams: job_lockdown.prepare_main). Then it locks itself down as the job (locked_cases.py: the job uid,
     rlimits, seccomp, Landlock, once for all the cases) and starts every case of the job: a fork that runs the
     prepared program, or a posix_spawn of the compiled one; it exits with the job. A case that kills, stops or
-    changes it, or leaves anything behind, loses it: that case (if unreported) and the rest then fork from the
+    changes it, or leaves a process behind, loses it: that case (if unreported) and the rest then fork from the
     lean zygote, each locking itself down as any job process.
 - linter servers (node_lint.py): pylint (lint_server.py) and, on first use, eslint, each under its own uid with
   the job rlimits and seccomp (no job can read, signal or feed them). pylint lints each program in a fork of its
