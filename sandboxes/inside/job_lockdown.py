@@ -71,7 +71,7 @@ def enter_job(uid: int, limits: dict, cwd: str, oom_adj: int | None = None) -> N
     os.setresuid(uid, uid, uid)
     os.chdir(cwd)
     mem = int(limits["memory_mb"]) << 20
-    cpu = max(1, int(float(limits["cpu_s"]) + 0.999))
+    cpu = cpu_limit_s(limits)
     fsize = int(limits["file_size_mb"]) << 20
     for res, value in (
         (resource.RLIMIT_AS, (mem, mem)),
@@ -88,6 +88,11 @@ def enter_job(uid: int, limits: dict, cwd: str, oom_adj: int | None = None) -> N
 
     seccomp.install()  # also sets no_new_privs, which Landlock needs
     landlock.restrict(WRITABLE_ROOTS)
+
+
+def cpu_limit_s(limits: dict) -> int:
+    """RLIMIT_CPU's soft limit for a job process (whole seconds, at least 1; the hard limit is one more)."""
+    return max(1, int(float(limits["cpu_s"]) + 0.999))
 
 
 def _set_oom_adj(value: int) -> None:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from cleanup import _kill_quietly
 from job_lockdown import _own_standard_streams
 from protocol import reply, write_payload
-from zygotes import SPAWN_FAILED, Zygote, ZygoteLost
+from spawn_reports import SPAWN_FAILED
+from zygotes import Zygote, ZygoteLost
 
 if TYPE_CHECKING:
     from runner import Runner

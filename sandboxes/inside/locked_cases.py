@@ -32,16 +32,15 @@ import socket
 
 import job_lockdown
 import wire
-from job_lockdown import JOB_OOM_ADJ, _which, enter_job, place_fds
-from spawn_reports import report_exit, setup_error
+from job_lockdown import JOB_OOM_ADJ, _which, cpu_limit_s, enter_job, place_fds
+from spawn_reports import SPAWN_FAILED, report_exit, setup_error
 
 _libc = ctypes.CDLL(None, use_errno=True)
 IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)
 IOPRIO_WHO_PROCESS = 1
 PR_SET_DUMPABLE = 4
-SPAWN_FAILED = 125
 LOCK_HEADROOM = 64 << 20  # address space the zygote keeps free for its own loop under the job's memory limit
-UNBOUNDED_CPU_S = 1 << 20  # a Python case zygote's own limit (each case takes the job's: _python_case)
+UNBOUNDED_CPU_S = 1 << 20  # a Python case zygote's own limit (each case takes the job's: _fork_case)
 
 
 def lock(req: dict, program: dict, env: dict | None) -> tuple | None:
@@ -51,7 +50,7 @@ def lock(req: dict, program: dict, env: dict | None) -> tuple | None:
     limits, cwd = req["limits"], req["cwd"]
     if _vm_bytes() + LOCK_HEADROOM > int(limits["memory_mb"]) << 20:
         return None
-    cpu = max(1, int(float(limits["cpu_s"]) + 0.999))  # as enter_job sets it
+    cpu = cpu_limit_s(limits)  # as enter_job sets it
     if "argv" in program:
         argv = [str(a) for a in program["argv"]]
         full_env = job_lockdown.job_env(env, cwd)

@@ -8,6 +8,8 @@ import socket
 
 import wire
 
+SPAWN_FAILED = 125  # a job process's exit status when its set-up failed (its error pipe says why)
+
 
 def setup_error(err_r: int, pid: int) -> str:
     """What the child wrote on its error pipe before closing it (at exec, or once set up), "" when nothing: a child

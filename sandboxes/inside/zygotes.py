@@ -37,9 +37,7 @@ from job_lockdown import (
     write_job_files,
 )
 from protocol import SandboxFault, read_payload
-from spawn_reports import report_exit, setup_error
-
-SPAWN_FAILED = 125
+from spawn_reports import SPAWN_FAILED, report_exit, setup_error
 
 
 def zygote_main(ctl: socket.socket, lean: bool = False) -> None:
@@ -91,7 +89,6 @@ def _serve_spawns(ctl: socket.socket) -> None:
             continue
         wire.send(ctl, {"id": req["id"], "pid": pid})
         report_exit(ctl, req["id"], pid)
-
 
 
 _libc_fork = None  # libc's fork(), called with the GIL held (PyDLL), made once per zygote
