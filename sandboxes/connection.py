@@ -72,9 +72,9 @@ class StdinsFiles:
     def get(self, stdins: list[Any]) -> tuple[int, list[int]] | None:
         """(a descriptor of the memfd, the caller's to close; each stdin's size in bytes), or None when the stdins
         are not all text, or empty."""
-        key = tuple(map(id, stdins))
+        key = tuple(map(id, stdins))  # the remembered strings are alive: the same ids are the same strings
         hit = self._entries.get(key)
-        if hit is not None and all(a is b for a, b in zip(hit[0], stdins, strict=True)):
+        if hit is not None:
             self._entries.move_to_end(key)
             return os.dup(hit[1]), hit[2]
         try:
@@ -82,15 +82,14 @@ class StdinsFiles:
         except (AttributeError, UnicodeError):
             return None
         sizes = [len(p) for p in parts]
-        if not sum(sizes):
+        size = sum(sizes)
+        if not size:
             return None
         fd = stdins_memfd(parts)
-        if sum(sizes) > self.max_bytes:
+        if size > self.max_bytes:
             return fd, sizes
-        if hit is not None:
-            self._forget(key)
         self._entries[key] = (list(stdins), fd, sizes)
-        self._bytes += sum(sizes)
+        self._bytes += size
         while self._bytes > self.max_bytes:
             self._forget(next(iter(self._entries)))
         return os.dup(fd), sizes
