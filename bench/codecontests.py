@@ -10,6 +10,11 @@ Generates its own problems (reference solutions in Python, many cases each: 80% 
                shape of verl's prime_code and LiveCodeBench's runner; no isolation), 2 samples at a time
   per-case     one `python3 solution.py` start per case, 2 threads (what a SandboxFusion /run_code per case costs;
                no isolation)
+  fork per case  a warm interpreter per thread compiles each sample once and forks every case from it (stdin
+               patched, stdout a pipe back; no isolation): the floor of any executor that runs each case in a
+               process of its own, as rewardbox does so that no case can leave state for the next or do a later
+               case's work in an earlier one's time; its own ratio to the first two bounds what such an executor
+               can reach on these cores
   rewardbox    POST /reward/batch, profile `binary`, to a `rewardbox serve` this bench starts (a fresh nonce per
                program: the result cache cannot answer; the table says what answered), one request per problem's
                4 samples (a GRPO group), twice: the tests in every item, and the group's tests once in the batch's
@@ -310,6 +315,84 @@ def _fork_sample(sample: dict, only: str) -> int:
     return int(data or b"0")
 
 
+# A warm interpreter that forks each case (stdlib only, run by PYTHON): reads (program, stdins) as a length-prefixed
+# pickle on stdin, compiles the program once, forks one child per case (stdin patched as in-process, stdout a real
+# pipe back to it, as a sandbox's case has) and answers with the outputs, None for a case that did not exit 0.
+FORK_WORKER = r"""
+import io, os, pickle, struct, sys
+requests, replies = sys.stdin.buffer, sys.stdout.buffer
+while header := requests.read(8):
+    source, stdins = pickle.loads(requests.read(struct.unpack("<Q", header)[0]))
+    code = compile(source, "solution.py", "exec")
+    outputs = []
+    for stdin in stdins:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            status = 0
+            sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+            sys.stdout = io.TextIOWrapper(io.FileIO(w, "w"), encoding="utf-8")
+            try:
+                exec(code, {"__name__": "__main__"})
+                sys.stdout.flush()
+            except BaseException:
+                status = 1
+            os._exit(status)
+        os.close(w)
+        chunks = []
+        while chunk := os.read(r, 1 << 20):
+            chunks.append(chunk)
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+        outputs.append(b"".join(chunks).decode() if status == 0 else None)
+    reply = pickle.dumps(outputs)
+    replies.write(struct.pack("<Q", len(reply)) + reply)
+    replies.flush()
+"""
+
+
+def fork_per_case(samples: list[dict], workers: int = 2) -> tuple[float, int, float]:
+    """One warm interpreter per worker thread that forks every case from the compiled program (FORK_WORKER): the
+    cheapest a process per case can be, with no isolation at all. Returns (wall s, cases passed, CPU ms of the
+    workers and their cases, by RUSAGE_CHILDREN once they have exited)."""
+    import pickle
+    import queue
+    import struct
+
+    procs = [subprocess.Popen([PYTHON, "-c", FORK_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+             for _ in range(workers)]
+    idle: queue.Queue[subprocess.Popen] = queue.Queue()
+    for proc in procs:
+        idle.put(proc)
+
+    def one(sample: dict) -> int:
+        cases = sample["problem"]["cases"]
+        request = pickle.dumps((sample["code"], [c["stdin"].encode() for c in cases]))
+        proc = idle.get()
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(struct.pack("<Q", len(request)) + request)
+            proc.stdin.flush()
+            outputs = pickle.loads(proc.stdout.read(struct.unpack("<Q", proc.stdout.read(8))[0]))
+        finally:
+            idle.put(proc)
+        return sum(out is not None and outputs_match(out, c["stdout"], None)
+                   for out, c in zip(outputs, cases, strict=True))
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    with ThreadPoolExecutor(workers) as ex:
+        passed = sum(ex.map(one, samples))
+    wall = time.perf_counter() - t
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(60)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, passed, ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000
+
+
 def per_case(samples: list[dict], tmp: str, workers: int = 2) -> tuple[float, int]:
     """One `python3 solution.py` start per case, `workers` threads."""
     runs = []
@@ -547,6 +630,7 @@ def main(argv: list[str] | None = None) -> int:
         with httpx.Client(timeout=600) as client:
             rewardbox(client, url, samples_of(problems[:2], 1, nonce + "warm"))  # warm-up: first imports
             ip_wall, ip_passed, ip_cpu = in_process(samples)
+            fc_wall, fc_passed, fc_cpu = fork_per_case(samples)
             pc_wall, pc_passed = (None, None) if args.skip_per_case else per_case(samples, tempfile.mkdtemp())
             inline = rewardbox(client, url, samples, cpu=cpu)
             rb = rewardbox(client, url, samples_of(problems, args.samples, nonce + "g"), cpu=cpu, grouped=True)
@@ -567,6 +651,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'one python3 start per case, 2 threads':<58} {pc_wall:>7.2f} {pc_passed:>5}/{n_cases:<5}"
               f"  {pc_wall / rb['wall_s']:.2f}x (>= {TARGETS['per-case']}x:"
               f" {'MET' if pc_wall / rb['wall_s'] >= TARGETS['per-case'] else 'NOT MET'})")
+    print(f"{'fork per case from a warm interpreter (no isolation)':<58} {fc_wall:>7.2f} {fc_passed:>5}/{n_cases:<5}"
+          f"  {fc_wall / rb['wall_s']:.2f}x; this floor of a process per case is itself {ip_wall / fc_wall:.2f}x"
+          f" in-process" + (f", {pc_wall / fc_wall:.2f}x per-case" if pc_wall is not None else "")
+          + f"; CPU {fc_cpu / len(samples):.1f} ms/sample")
     if before is not None:
         print(f"{'rewardbox binary, ' + args.against:<58} {before['wall_s']:>7.2f} {before['passed']:>5}/"
               f"{before['items']:<5}items  {ip_wall / before['wall_s']:.2f}x in-process, answered by"
@@ -607,7 +695,8 @@ def main(argv: list[str] | None = None) -> int:
               f" (<= {CPP_CASE_RATIO}x: {'MET' if r <= CPP_CASE_RATIO else 'NOT MET'});"
               f" answered by {cpp['answered']}, {cpp['statuses']}")
     print(f"1-min load {os.getloadavg()[0]:.2f} at end; bench total {time.perf_counter() - t0:.0f} s")
-    print(json.dumps({"in_process_s": ip_wall, "per_case_s": pc_wall, "rewardbox_s": rb["wall_s"]}))
+    print(json.dumps({"in_process_s": ip_wall, "per_case_s": pc_wall, "fork_per_case_s": fc_wall,
+                      "rewardbox_s": rb["wall_s"]}))
     return 0
 
 
