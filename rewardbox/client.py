@@ -33,11 +33,13 @@ from typing import Any
 import httpx
 
 from .batching import IN_FLIGHT, BatchLimits, item_work, parts
+from .encoding import encode
 
 RETRY_STATUSES = {429, 502, 503, 504}
 MAX_RETRY_AFTER_S = 60.0
 MAX_BACKOFF_S = 30.0
 GZIP = {"Content-Type": "application/gzip"}  # POST /repos takes the archive as it is
+JSON = {"Content-Type": "application/json"}  # bodies encoded here (rewardbox/encoding.py), not by httpx
 
 
 class RewardboxError(RuntimeError):
@@ -131,24 +133,25 @@ class _Policy:
             for d in detail)
 
     def plan(self, items: list[dict[str, Any]], info: Any = None, defaults: dict[str, Any] | None = None
-             ) -> tuple[list[bytes], list[range]] | None:
-        """Each item's JSON and the parts to send them in (each part also carries `defaults`); None when the
-        limits are unknown (after learning them from `info`, the body of /v1/info, when given)."""
+             ) -> tuple[list[bytes], list[range], bytes] | None:
+        """Each item's JSON, the parts to send them in, and the head every part's body starts with (the defaults,
+        encoded once); None when the limits are unknown (after learning them from `info`, the body of /v1/info,
+        when given)."""
         if info is not None:
             self.limits = BatchLimits.from_info(info)
         if self.limits is None:
             return None
-        encoded = [_json(item) for item in items]
+        encoded = [encode(item) for item in items]
+        head = b'{"defaults":' + encode(defaults) + b',"items":[' if defaults else b'{"items":['
         limits = self.limits
         if defaults and limits.max_body_bytes:  # every part carries the defaults once
-            room = limits.max_body_bytes - IN_FLIGHT * (len(_json(defaults)) + 16)
+            room = limits.max_body_bytes - IN_FLIGHT * len(head)
             limits = BatchLimits(limits.max_batch, limits.max_queued, max(1, room))
         works = [item_work({**defaults, **item} if defaults and isinstance(item, dict) else item) for item in items]
-        return encoded, parts(works, limits, [len(e) for e in encoded])
+        return encoded, parts(works, limits, [len(e) for e in encoded]), head
 
     @staticmethod
-    def part_body(encoded: list[bytes], part: range, defaults: dict[str, Any] | None = None) -> bytes:
-        head = b'{"defaults":' + _json(defaults) + b',"items":[' if defaults else b'{"items":['
+    def part_body(encoded: list[bytes], part: range, head: bytes) -> bytes:
         return head + b",".join(encoded[part.start:part.stop]) + b"]}"
 
     @staticmethod
@@ -207,7 +210,7 @@ class Client(_Policy):
         return self._request(method, path, ok, **kwargs)
 
     def reward(self, item: dict[str, Any]) -> dict[str, Any]:
-        return self.item_result(self._request("POST", "/reward", json=item))
+        return self.item_result(self._request("POST", "/reward", content=encode(item), headers=JSON))
 
     def reward_batch(self, items: list[dict[str, Any]], defaults: dict[str, Any] | None = None
                      ) -> list[dict[str, Any]]:
@@ -218,16 +221,15 @@ class Client(_Policy):
         plan = self.plan(items, defaults=defaults)
         if plan is None:
             try:
-                return self.batch_results(self._request("POST", "/reward/batch", json=self.batch_body(items, defaults)),
-                                          len(items))
+                return self.batch_results(self._request("POST", "/reward/batch", headers=JSON,
+                                                        content=encode(self.batch_body(items, defaults))), len(items))
             except HTTPStatusError as e:
                 if not self.too_large(e) or (plan := self.plan(items, self.info(), defaults)) is None:
                     raise
-        encoded, ranges = plan
+        encoded, ranges, head = plan
 
         def send(part: range) -> list[dict[str, Any]]:
-            body = self._request("POST", "/reward/batch", content=self.part_body(encoded, part, defaults),
-                                 headers={"Content-Type": "application/json"})
+            body = self._request("POST", "/reward/batch", content=self.part_body(encoded, part, head), headers=JSON)
             return self.batch_results(body, len(part))
 
         if len(ranges) == 1:
@@ -312,7 +314,7 @@ class AsyncClient(_Policy):
         return await self._request(method, path, ok, **kwargs)
 
     async def reward(self, item: dict[str, Any]) -> dict[str, Any]:
-        return self.item_result(await self._request("POST", "/reward", json=item))
+        return self.item_result(await self._request("POST", "/reward", content=encode(item), headers=JSON))
 
     async def reward_batch(self, items: list[dict[str, Any]], defaults: dict[str, Any] | None = None
                            ) -> list[dict[str, Any]]:
@@ -323,18 +325,19 @@ class AsyncClient(_Policy):
         plan = self.plan(items, defaults=defaults)
         if plan is None:
             try:
-                return self.batch_results(await self._request("POST", "/reward/batch",
-                                                              json=self.batch_body(items, defaults)), len(items))
+                return self.batch_results(await self._request("POST", "/reward/batch", headers=JSON,
+                                                              content=encode(self.batch_body(items, defaults))),
+                                          len(items))
             except HTTPStatusError as e:
                 if not self.too_large(e) or (plan := self.plan(items, await self.info(), defaults)) is None:
                     raise
-        encoded, ranges = plan
+        encoded, ranges, head = plan
         in_flight = asyncio.Semaphore(IN_FLIGHT)
 
         async def send(part: range) -> list[dict[str, Any]]:
             async with in_flight:
-                body = await self._request("POST", "/reward/batch", content=self.part_body(encoded, part, defaults),
-                                           headers={"Content-Type": "application/json"})
+                body = await self._request("POST", "/reward/batch", content=self.part_body(encoded, part, head),
+                                           headers=JSON)
             return self.batch_results(body, len(part))
 
         tasks = [asyncio.ensure_future(send(part)) for part in ranges]
@@ -387,6 +390,3 @@ class AsyncClient(_Policy):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-
-def _json(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()

@@ -66,6 +66,10 @@ def test_the_client_sends_parts_as_the_items_own_json():
     policy = _Policy("http://127.0.0.1:1")
     items = [cases(2), cases(2), cases(2)]
     assert policy.plan(items) is None  # limits unknown: the batch goes whole
-    encoded, ranges = policy.plan(items, {"limits": {"max_batch": 10, "max_queued": 4}}) or ([], [])
+    encoded, ranges, head = policy.plan(items, {"limits": {"max_batch": 10, "max_queued": 4}}) or ([], [], b"")
     assert ranges == [range(0, 1), range(1, 2), range(2, 3)]
-    assert json.loads(policy.part_body(encoded, range(0, 2))) == {"items": items[:2]}
+    assert json.loads(policy.part_body(encoded, range(0, 2), head)) == {"items": items[:2]}
+    defaults = {"profile": "binary", "tests": {"kind": "io", "cases": [{"stdin": "1\n", "stdout": "1\n"}]}}
+    encoded, ranges, head = policy.plan([{"code": "a"}, {"code": "b"}], defaults=defaults) or ([], [], b"")
+    assert json.loads(policy.part_body(encoded, ranges[0], head)) == {"defaults": defaults,
+                                                                      "items": [{"code": "a"}, {"code": "b"}]}
