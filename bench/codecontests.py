@@ -16,7 +16,8 @@ Generates its own problems (reference solutions in Python, many cases each: 80% 
                case's work in an earlier one's time; its own ratio to the first two bounds what such an executor
                can reach on these cores
   rewardbox    POST /reward/batch, profile `binary`, to a `rewardbox serve` this bench starts (a fresh nonce per
-               program: the result cache cannot answer; the table says what answered), one request per problem's
+               program: the result cache cannot answer; the table says what answered), sent by rewardbox.Client as
+               a trainer sends it (its JSON and HTTP are the "client" CPU printed), one request per problem's
                4 samples (a GRPO group), twice: the tests in every item, and the group's tests once in the batch's
                `defaults` (the headline ratios are that second run's; the first's are printed beside it)
 The rewardbox row also says where the CPU went, from the kernel's accounting over the whole batch: the server's
@@ -58,6 +59,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from humaneval import answered_by, free_port, stop_server, wait_ready  # noqa: E402
 
+import rewardbox as rewardbox_client  # noqa: E402
 from graders.verdicts import outputs_match  # noqa: E402
 
 PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
@@ -498,13 +500,16 @@ def rewardbox(client: httpx.Client, url: str, samples: list[dict], only: str = "
     own = resource.getrusage(resource.RUSAGE_SELF)  # this bench's client: the requests' JSON and HTTP
     t = time.perf_counter()
 
-    def post(body: dict) -> list[dict]:
-        r = client.post(f"{url}/reward/batch", json=body)
-        r.raise_for_status()
-        return r.json()["results"]
+    trainer = rewardbox_client.Client(url, timeout=600, retries=0)  # what a trainer sends with: its JSON, its HTTP
 
-    with ThreadPoolExecutor(2) as ex:
-        results = [x for part in ex.map(post, bodies) for x in part]
+    def post(body: dict) -> list[dict]:
+        return trainer.reward_batch(body["items"], defaults=body.get("defaults"))
+
+    try:
+        with ThreadPoolExecutor(2) as ex:
+            results = [x for part in ex.map(post, bodies) for x in part]
+    finally:
+        trainer.close()
     wall = time.perf_counter() - t
     own_after = resource.getrusage(resource.RUSAGE_SELF)
     client_ms = (own_after.ru_utime + own_after.ru_stime - own.ru_utime - own.ru_stime) * 1000
