@@ -483,11 +483,12 @@ def cpu_reading(server_pid: int, backend: str) -> dict[str, float]:
 CORES = os.cpu_count() or 1
 
 
-def rewardbox(client: httpx.Client, url: str, samples: list[dict], only: str = "all",
+def rewardbox(trainer: rewardbox_client.Client, samples: list[dict], only: str = "all",
               cpu: Callable[[], dict[str, float]] | None = None, per_request: int = 4, grouped: bool = False) -> dict:
-    """POST /reward/batch (`binary`), `per_request` items a request (the samples of one problem: a GRPO group),
-    2 requests in flight (the body cap: a CodeContests item with large cases is several MB). grouped: the group's
-    tests, profile and limits go once in the batch's `defaults` instead of in every item."""
+    """POST /reward/batch (`binary`) by trainer, the client a trainer sends with (its JSON and HTTP are the client
+    CPU measured), `per_request` items a request (the samples of one problem: a GRPO group), 2 requests in flight
+    (the body cap: a CodeContests item with large cases is several MB). grouped: the group's tests, profile and
+    limits go once in the batch's `defaults` instead of in every item."""
     items = [{"id": s["id"], "code": s["code"], "profile": "binary", "limits": {"timeout_s": 10},
               "tests": {"kind": "io", "cases": _cases(s, only)}} for s in samples]
     batches = [items[i:i + per_request] for i in range(0, len(items), per_request)]
@@ -500,16 +501,11 @@ def rewardbox(client: httpx.Client, url: str, samples: list[dict], only: str = "
     own = resource.getrusage(resource.RUSAGE_SELF)  # this bench's client: the requests' JSON and HTTP
     t = time.perf_counter()
 
-    trainer = rewardbox_client.Client(url, timeout=600, retries=0)  # what a trainer sends with: its JSON, its HTTP
-
     def post(body: dict) -> list[dict]:
         return trainer.reward_batch(body["items"], defaults=body.get("defaults"))
 
-    try:
-        with ThreadPoolExecutor(2) as ex:
-            results = [x for part in ex.map(post, bodies) for x in part]
-    finally:
-        trainer.close()
+    with ThreadPoolExecutor(2) as ex:
+        results = [x for part in ex.map(post, bodies) for x in part]
     wall = time.perf_counter() - t
     own_after = resource.getrusage(resource.RUSAGE_SELF)
     client_ms = (own_after.ru_utime + own_after.ru_stime - own.ru_utime - own.ru_stime) * 1000
@@ -622,9 +618,9 @@ def main(argv: list[str] | None = None) -> int:
         proc, url, log = start_server(Path(args.against), args.backend)
         try:
             wait_ready(url, proc, log, 300)
-            with httpx.Client(timeout=600) as client:
-                rewardbox(client, url, samples_of(problems[:2], 1, nonce + "warm-b"))
-                before = rewardbox(client, url, samples_of(problems, args.samples, nonce + "b"),
+            with rewardbox_client.Client(url, timeout=600, retries=0) as trainer:
+                rewardbox(trainer, samples_of(problems[:2], 1, nonce + "warm-b"))
+                before = rewardbox(trainer, samples_of(problems, args.samples, nonce + "b"),
                                    cpu=lambda: cpu_reading(proc.pid, args.backend))
         finally:
             stop_server(proc)
@@ -632,15 +628,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         wait_ready(url, proc, log, 300)
         cpu = lambda: cpu_reading(proc.pid, args.backend)  # noqa: E731
-        with httpx.Client(timeout=600) as client:
-            rewardbox(client, url, samples_of(problems[:2], 1, nonce + "warm"))  # warm-up: first imports
+        with httpx.Client(timeout=600) as client, rewardbox_client.Client(url, timeout=600, retries=0) as trainer:
+            rewardbox(trainer, samples_of(problems[:2], 1, nonce + "warm"))  # warm-up: first imports
             ip_wall, ip_passed, ip_cpu = in_process(samples)
             fc_wall, fc_passed, fc_cpu = fork_per_case(samples)
             pc_wall, pc_passed = (None, None) if args.skip_per_case else per_case(samples, tempfile.mkdtemp())
-            inline = rewardbox(client, url, samples, cpu=cpu)
-            rb = rewardbox(client, url, samples_of(problems, args.samples, nonce + "g"), cpu=cpu, grouped=True)
-            small = rewardbox(client, url, samples_of(problems, args.samples, nonce + "s"), "small", cpu)
-            large = rewardbox(client, url, samples_of(problems, args.samples, nonce + "l"), "large", cpu)
+            inline = rewardbox(trainer, samples, cpu=cpu)
+            rb = rewardbox(trainer, samples_of(problems, args.samples, nonce + "g"), cpu=cpu, grouped=True)
+            small = rewardbox(trainer, samples_of(problems, args.samples, nonce + "s"), "small", cpu)
+            large = rewardbox(trainer, samples_of(problems, args.samples, nonce + "l"), "large", cpu)
             _, _, large_host_cpu = in_process(samples, only="large")
             cpp = cpp_item(client, url, 40, nonce)
     finally:
